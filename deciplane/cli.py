@@ -1,0 +1,34 @@
+"""The ``deciplane`` command (typer + rich).
+
+Sub-commands live next to the code they drive; this module only wires them up.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Train and adapt LLM agents: environments, agents, trainers, adapters.")
+console = Console()
+
+
+@app.command("envs")
+def envs_cmd() -> None:
+    """List registered environments (built-in and plug-ins), one per line."""
+    from deciplane.envs import registry
+
+    for env_id, desc in registry().items():
+        console.print(f"[bold]{env_id}[/bold]  {desc}", highlight=False)
+
+
+# ---- sections added by the individual features below --------------------------------
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

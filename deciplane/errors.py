@@ -1,0 +1,66 @@
+"""Exception hierarchy. Every message says what was wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class DeciplaneError(Exception):
+    """Base class of every error raised by deciplane."""
+
+
+class ConfigError(DeciplaneError, ValueError):
+    """A configuration value is not allowed; the message lists the allowed values."""
+
+
+class UnknownEnvironment(DeciplaneError, KeyError):
+    """An environment id that is not registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownPreset(DeciplaneError, ValueError):
+    """A game preset or benchmark name that does not exist."""
+
+
+class UnknownBenchmark(DeciplaneError, ValueError):
+    """A benchmark name that does not exist."""
+
+
+class GameError(DeciplaneError, RuntimeError):
+    """A game file is missing, corrupt or cannot be loaded/generated."""
+
+
+class EmptyMenu(DeciplaneError, RuntimeError):
+    """The environment offered no legal action in a non-terminal state."""
+
+
+class InvalidAction(DeciplaneError, ValueError):
+    """An action outside the action space (e.g. an index >= max_menu)."""
+
+
+class InvalidAnswer(DeciplaneError, ValueError):
+    """An answer that cannot be scored (e.g. not text, not UTF-8)."""
+
+
+class MenuTooLarge(DeciplaneError, ValueError):
+    """A menu has more actions than there are single-token labels."""
+
+
+class ModelNotFound(DeciplaneError, FileNotFoundError):
+    """A model that is neither built in, a local folder, a GGUF file, nor in the HF cache."""
+
+
+class ScorerError(DeciplaneError, RuntimeError):
+    """The held-out scorer refused a request (unknown task ids, dead scorer process...)."""
+
+
+class SandboxError(DeciplaneError, RuntimeError):
+    """The sandbox itself failed (not the program inside it)."""
+
+
+class BackendUnavailable(SandboxError):
+    """A sandbox backend cannot run on this machine; the message says why and how to fix it."""
+
+
+class CheckpointError(DeciplaneError, RuntimeError):
+    """A checkpoint is missing, corrupt, or does not match the run's config."""
