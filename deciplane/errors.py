@@ -64,3 +64,11 @@ class BackendUnavailable(SandboxError):
 
 class CheckpointError(DeciplaneError, RuntimeError):
     """A checkpoint is missing, corrupt, or does not match the run's config."""
+
+
+class ObjectiveInputError(DeciplaneError, ValueError):
+    """A loss/advantage function got tensors of the wrong shape, dtype or content."""
+
+
+class MissingTurnIds(ObjectiveInputError):
+    """A turn-level objective (TLM-DRE) was called without the token-to-turn tensor."""
