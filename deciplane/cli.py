@@ -14,6 +14,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 console = Console()
 
 
+@app.callback()
+def _root() -> None:
+    """deciplane: environments, agents, trainers and test-time adapters for LLM agents."""
+
+
 @app.command("envs")
 def envs_cmd() -> None:
     """List registered environments (built-in and plug-ins), one per line."""
