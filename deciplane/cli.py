@@ -25,7 +25,7 @@ def envs_cmd() -> None:
     from deciplane.envs import registry
 
     for env_id, desc in registry().items():
-        console.print(f"[bold]{env_id}[/bold]  {desc}", highlight=False)
+        print(f"{env_id}  {desc}")
 
 
 # ---- sections added by the individual features below --------------------------------
