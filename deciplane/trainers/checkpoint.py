@@ -1,0 +1,171 @@
+"""Atomic checkpoints for exact resume.
+
+A checkpoint is a folder ``RUN_DIR/checkpoints/iter_000012/`` holding ``state.pt`` (the
+trainable parameters, the optimizer state, the python/numpy/torch RNG states, counters and
+any extra trainer state) and ``meta.json``. It is written into a temporary folder and
+renamed into place, so a run killed at any instant (even with SIGKILL) leaves either the
+complete new checkpoint or none; only the last ``keep_last`` are kept.
+
+Exact resume also needs the rollouts to be a function of ``(seed, iteration)`` and the
+model/optimizer state only — the trainer reseeds every source of randomness at the start
+of each iteration (:func:`iteration_seed`), so the saved RNG states are a second line of
+defence rather than the only one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from deciplane.errors import CheckpointError
+
+CKPT_DIR = "checkpoints"
+_PREFIX = "iter_"
+
+
+@dataclass
+class Counters:
+    """Progress counters saved with every checkpoint."""
+
+    iteration: int = 0          # completed iterations
+    env_steps: int = 0          # environment steps (or generated answers) taken in training
+    episodes: int = 0           # training episodes (or samples) finished
+    optimizer_steps: int = 0    # optimizer steps taken (skipped steps excluded)
+    skipped_steps: int = 0      # optimizer steps skipped (all-degenerate batches)
+    wall_time_s: float = 0.0    # training wall time accumulated over all sessions
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def iteration_seed(seed: int, iteration: int, stream: str = "rollout") -> int:
+    """A 63-bit seed derived from (seed, iteration, stream); stable across processes."""
+    h = hashlib.sha256(f"{seed}/{iteration}/{stream}".encode()).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter that requires grad (LoRA adapters, or all weights in full fine-tuning)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    params = dict(model.named_parameters())
+    missing = [n for n in state if n not in params]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint has {len(missing)} parameter(s) the model lacks (e.g. {missing[0]!r}); "
+            "resume with the same model and finetune settings as the original run")
+    expected = {n for n, p in params.items() if p.requires_grad}
+    absent = sorted(expected - set(state))
+    if absent:
+        raise CheckpointError(
+            f"checkpoint lacks trainable parameter {absent[0]!r} (and {len(absent) - 1} more); "
+            "resume with the same model and finetune settings as the original run")
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t)
+
+
+def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer | None, counters: Counters,
+                    extra: dict[str, Any] | None = None, keep_last: int = 2) -> Path:
+    """Write ``checkpoints/iter_<n>/`` atomically and delete all but the last ``keep_last``."""
+    root = Path(run_dir) / CKPT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"{_PREFIX}{counters.iteration:06d}"
+    final = root / name
+    tmp = root / f".{name}.tmp{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    payload = {
+        "trainable": trainable_state(model),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "rng": rng_state(),
+        "counters": counters.__dict__.copy(),
+        "extra": extra or {},
+    }
+    with open(tmp / "state.pt", "wb") as fh:
+        torch.save(payload, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    meta = {"iteration": counters.iteration, "env_steps": counters.env_steps,
+            "episodes": counters.episodes, "complete": True}
+    with open(tmp / "meta.json", "w") as fh:
+        json.dump(meta, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if final.exists():  # re-written iteration (e.g. resumed twice): replace
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(root)
+    for old in list_checkpoints(run_dir)[:-max(1, keep_last)]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (half-written temp folders are ignored)."""
+    root = Path(run_dir) / CKPT_DIR
+    if not root.is_dir():
+        return []
+    out = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX)
+           and (p / "meta.json").is_file() and (p / "state.pt").is_file()]
+    return sorted(out, key=lambda p: int(p.name[len(_PREFIX):]))
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    ckpts = list_checkpoints(run_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def load_checkpoint(path: str | Path, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer | None) -> tuple[Counters, dict[str, Any]]:
+    """Restore parameters, optimizer and RNG states; return the counters and extra state."""
+    path = Path(path)
+    f = path / "state.pt"
+    if not f.is_file():
+        raise CheckpointError(f"{path} is not a checkpoint (no state.pt); pass a folder under "
+                              f"RUN_DIR/{CKPT_DIR}/ or use --resume on the run directory")
+    try:
+        payload = torch.load(f, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means corrupt
+        raise CheckpointError(f"{f} cannot be read ({e}); delete it to resume from the "
+                              "previous checkpoint") from e
+    load_trainable_state(model, payload["trainable"])
+    if optimizer is not None and payload.get("optimizer") is not None:
+        optimizer.load_state_dict(payload["optimizer"])
+    set_rng_state(payload["rng"])
+    c = payload["counters"]
+    counters = Counters(**{k: v for k, v in c.items() if k in Counters.__dataclass_fields__})
+    return counters, payload.get("extra", {})

@@ -1,0 +1,553 @@
+"""Typed training configs: one dataclass per algorithm, loaded from YAML with overrides.
+
+Every option is a typed field with a docstring right below it (read by
+:func:`describe_config`, shown by ``deciplane train --help-config``). Options with a fixed
+set of values are ``Literal`` types; an unknown value raises
+:class:`~deciplane.errors.ConfigError` that lists the allowed ones.
+
+YAML layout: a top-level ``algorithm:`` selects the dataclass; the other keys mirror its
+fields, nested sections included::
+
+    algorithm: rlid_ppo
+    model: {name: deciplane/smollm2-135m-instruct, finetune: lora}
+    optim: {lr: 2.0e-4}
+
+``--set optim.lr=1e-4`` style overrides use dotted keys and are coerced to the field's type
+(``true``/``false``, ints, floats, ``null``, lists/dicts as YAML).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+
+from deciplane.errors import ConfigError
+
+# ---------------------------------------------------------------------------------------
+# Sections shared by the algorithms
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    """Which model to train and how."""
+
+    name: str = "deciplane/smollm2-135m-instruct"
+    """Built-in name (`deciplane/tiny`, `deciplane/smollm2-135m-instruct`), a local HF folder or a GGUF file."""
+    finetune: Literal["lora", "full"] = "lora"
+    """`lora`: train PEFT LoRA adapters only; `full`: train every weight."""
+    lora_rank: int = 16
+    """LoRA rank r (finetune=lora)."""
+    lora_alpha: int = 32
+    """LoRA scaling alpha (finetune=lora)."""
+    lora_targets: list[str] | None = None
+    """Module names that get LoRA adapters; null = the agents package default."""
+    threads: int = 2
+    """torch.set_num_threads for the run."""
+
+
+@dataclass
+class EnvConfig:
+    """The environment suite that rollouts and evaluations run on."""
+
+    id: str = "deciplane/TextWorld-v0"
+    """A registered environment id (`deciplane envs` lists them)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for gym.make (e.g. games: tw-simple)."""
+    train_split: str = "train"
+    """Split whose games are used for training rollouts."""
+    games_per_iteration: int = 4
+    """Distinct games (initial states) per rollout iteration; each forms one group."""
+    group_size: int = 4
+    """Episodes per game per iteration (the group of the group baseline)."""
+    max_episode_steps: int = 12
+    """Episode length cap (truncation) for training and evaluation."""
+
+
+@dataclass
+class OptimConfig:
+    """Optimizer and update schedule."""
+
+    lr: float = 2e-4
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW betas."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip applied before every optimizer step (0 = off)."""
+    epochs: int = 2
+    """Passes over each rollout batch (PPO epochs)."""
+    minibatches: int = 1
+    """Optimizer steps per epoch; the batch is split into this many parts."""
+    micro_batch_size: int = 16
+    """Decisions/sequences per forward pass; gradients accumulate across micro-batches."""
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation during and after training."""
+
+    every: int = 5
+    """Evaluate on `during_split` every this many iterations (0 = only at the end)."""
+    during_split: str = "valid"
+    """Split used for evaluations during training."""
+    final_splits: list[str] = field(default_factory=lambda: ["valid", "test"])
+    """Splits evaluated before training and at the end (summary.json: eval.<split>.*)."""
+    episodes: int | None = None
+    """Episodes per evaluation; null = one per game of the split."""
+    greedy: bool = True
+    """Greedy (argmax) decisions during evaluation."""
+    before: bool = True
+    """Evaluate the untrained policy on `final_splits` first (before/after numbers)."""
+
+
+@dataclass
+class CheckpointConfig:
+    """Atomic checkpoints for exact resume."""
+
+    every: int = 1
+    """Write a checkpoint every this many iterations."""
+    keep_last: int = 2
+    """How many checkpoints to keep (older ones are deleted)."""
+
+
+@dataclass
+class DistillConfig:
+    """RL + distillation to a teacher on the student's own states, combined by CORD."""
+
+    enabled: bool = False
+    """Add the distillation objective L2 (and combine it with the RL objective L1)."""
+    teacher: Literal["expert", "policy"] = "expert"
+    """`expert`: the env's expert action (info["expert_action"]) as a one-hot target; `policy`: another model."""
+    teacher_model: str | None = None
+    """Model name for teacher=policy."""
+    lam: float = 1.0
+    """Weight lambda on the distillation gradient g2."""
+    combine: Literal["conflict", "always", "sum"] = "conflict"
+    """CORD mode: project on conflict, always project, or the plain sum g1 + lambda*g2."""
+    protect: Literal["task", "teacher"] = "task"
+    """The protected objective p (the other one is projected)."""
+
+
+@dataclass
+class BCConfig:
+    """Optional behaviour-cloning warm start on expert actions (reported as such)."""
+
+    episodes: int = 0
+    """Expert episodes collected for the warm start (0 = no warm start)."""
+    epochs: int = 2
+    """Passes over the expert decisions."""
+    lr: float = 2e-4
+    """Learning rate of the warm start."""
+
+
+@dataclass
+class TLMDREConfig:
+    """Turn-level multiscale density-ratio weighting (paper-inspired, parameters ours)."""
+
+    enabled: bool = False
+    """Use the TLM-DRE token loss instead of plain token PPO."""
+    tau: float = 1.0
+    """Temperature of the turn-weight softmax over -confidence."""
+    s_min: float = 0.5
+    """Lower clamp of turn weights."""
+    s_max: float = 2.0
+    """Upper clamp of turn weights."""
+    alpha_pos: float = 1.0
+    """Exponent on turn weights for positive-advantage trajectories."""
+    alpha_neg: float = 0.5
+    """Exponent on turn weights for negative-advantage trajectories."""
+    eps_low_pos: float = 0.2
+    """Lower ratio clip, positive trajectories."""
+    eps_high_pos: float = 0.28
+    """Upper ratio clip, positive trajectories."""
+    eps_low_neg: float = 0.2
+    """Lower ratio clip, negative trajectories."""
+    eps_high_neg: float = 0.2
+    """Upper ratio clip, negative trajectories."""
+
+
+# ---------------------------------------------------------------------------------------
+# Algorithms
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainConfig:
+    """Fields every training run has."""
+
+    algorithm: str = ""
+    """Which algorithm (selects the config class)."""
+    seed: int = 0
+    """Master seed: rollout randomness derives from (seed, iteration), so runs are reproducible and resumable."""
+    iterations: int = 20
+    """Rollout + update iterations."""
+    max_wall_time_s: float | None = None
+    """Stop after this many seconds (checked between iterations); null = no limit."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluation."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoints."""
+    progress: bool = True
+    """Show a rich progress bar."""
+
+
+@dataclass
+class RLiDPPOConfig(TrainConfig):
+    """PPO on menu decisions (RLiD, METHODS §1), optionally + CORD distillation."""
+
+    algorithm: Literal["rlid_ppo"] = "rlid_ppo"
+    """Menu-agent PPO."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment suite."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
+    """Episode-level group advantage estimator (groups = episodes of the same game)."""
+    reward: Literal["return", "won"] = "return"
+    """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
+    step_penalty: float = 0.0
+    """Subtracted per decision from the trajectory reward (favours shorter wins)."""
+    clip_eps: float = 0.2
+    """PPO ratio clip epsilon (low side)."""
+    clip_eps_high: float | None = None
+    """DAPO clip-higher upper epsilon; null = symmetric."""
+    length_balanced: bool = True
+    """Weight decision i of episode e by mean length / L_e (plain mean, METHODS §1)."""
+    beta_menu: float = 0.0
+    """Coefficient of the menu-marginal KL(U || pbar)."""
+    entropy_coef: float = 0.0
+    """Per-decision entropy bonus (a different objective from beta_menu)."""
+    temperature: float = 1.0
+    """Sampling temperature of menu decisions during rollouts."""
+    history: int = 2
+    """Observation history window (last k turns) in the prompt."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """RL + distillation with CORD."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Behaviour-cloning warm start."""
+
+
+@dataclass
+class TextPPOConfig(TrainConfig):
+    """Token-level PPO for the free-text agent, optionally with TLM-DRE turn weights."""
+
+    algorithm: Literal["text_ppo"] = "text_ppo"
+    """Free-text agent PPO."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment suite."""
+    style: Literal["react", "action"] = "action"
+    """Free-text agent prompt style."""
+    max_new_tokens: int = 12
+    """Generated tokens per turn."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
+    """Episode-level group advantage estimator."""
+    reward: Literal["return", "won"] = "return"
+    """Trajectory reward: summed env reward or 1/0 for won."""
+    step_penalty: float = 0.0
+    """Subtracted per turn from the trajectory reward."""
+    invalid_penalty: float = 0.0
+    """Subtracted per invalid (unmatched) command."""
+    clip_eps: float = 0.2
+    """PPO ratio clip (plain token PPO)."""
+    clip_eps_high: float | None = None
+    """Clip-higher upper epsilon; null = symmetric."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    history: int = 2
+    """Observation history window."""
+    tlm_dre: TLMDREConfig = field(default_factory=TLMDREConfig)
+    """Turn-level weighting."""
+
+
+@dataclass
+class MathGRPOConfig(TrainConfig):
+    """GRPO-family training on single-turn verifiable tasks (Math-v0)."""
+
+    algorithm: Literal["math_grpo"] = "math_grpo"
+    """Single-turn GRPO."""
+    benchmark: str = "arith"
+    """Math-v0 benchmark name."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra kwargs for deciplane/Math-v0."""
+    prompts_per_step: int = 8
+    """Prompts sampled per iteration."""
+    group_size: int = 8
+    """Responses per prompt (the GRPO group)."""
+    max_new_tokens: int = 24
+    """Generated tokens per response."""
+    temperature: float = 0.7
+    """Sampling temperature."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
+    """Group advantage estimator."""
+    clip: Literal["symmetric", "clip_higher", "gspo"] = "symmetric"
+    """Ratio clipping."""
+    clip_eps: float = 0.2
+    """Clip epsilon (low)."""
+    clip_eps_high: float = 0.28
+    """Upper epsilon for clip_higher."""
+    aggregation: Literal["token", "sequence"] = "token"
+    """Token-mean over the batch (DAPO) or per-sequence mean."""
+    beta: float = 0.0
+    """k3 KL coefficient to the frozen reference."""
+    eval_problems: int | None = 64
+    """Test problems for before/after accuracy (null = the whole split)."""
+    eval_max_new_tokens: int = 24
+    """Tokens generated per answer in evaluation (greedy)."""
+
+
+CONFIGS: dict[str, type[TrainConfig]] = {
+    "rlid_ppo": RLiDPPOConfig,
+    "text_ppo": TextPPOConfig,
+    "math_grpo": MathGRPOConfig,
+}
+"""algorithm name -> config dataclass."""
+
+# ---------------------------------------------------------------------------------------
+# Loading, overrides, validation
+# ---------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                data: dict[str, Any] | None = None) -> TrainConfig:
+    """Build a validated config from a YAML file (or ``data``) plus ``key=value`` overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} not found; pass a YAML file such as "
+                              "configs/quickstart.yaml")
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML ({e}); fix the file") from e
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of options")
+    if data:
+        raw = _deep_merge(raw, data)
+    for item in overrides or []:
+        key, value = parse_override(item)
+        _set_dotted(raw, key, value)
+    algo = raw.get("algorithm")
+    if algo not in CONFIGS:
+        raise ConfigError(f"algorithm {algo!r} is not known; allowed: {', '.join(CONFIGS)} "
+                          "(set `algorithm:` in the YAML file)")
+    return from_dict(CONFIGS[algo], raw)
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"optim.lr=1e-4"`` -> ``("optim.lr", 1e-4)`` (value parsed as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. optim.lr=1e-4)")
+    key, text = item.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    return key, value
+
+
+def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        nxt = d.setdefault(p, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"cannot set {key!r}: {p!r} is not a section")
+        d = nxt
+    d[parts[-1]] = value
+
+
+def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
+    """Instantiate dataclass ``cls`` from a mapping, coercing and validating every field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {', '.join(prefix + u for u in unknown)}; "
+                          f"allowed in {prefix.rstrip('.') or 'this section'}: {', '.join(names)}")
+    kwargs = {}
+    for name in names:
+        if name in raw:
+            kwargs[name] = coerce(hints[name], raw[name], prefix + name)
+    obj = cls(**kwargs)
+    validate(obj, prefix)
+    return obj
+
+
+def coerce(tp: Any, value: Any, key: str) -> Any:
+    """Coerce ``value`` to type ``tp`` (dataclass, Literal, Optional, list, dict, scalars)."""
+    origin = get_origin(tp)
+    if is_dataclass(tp):
+        return from_dict(tp, value if value is not None else {}, key + ".")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{key} = {value!r} is not allowed; allowed values: "
+                              f"{', '.join(repr(a) for a in allowed)}")
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise ConfigError(f"{key} must not be null")
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return coerce(a, value, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    if origin is list:
+        (inner,) = get_args(tp) or (Any,)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        return [coerce(inner, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        try:
+            f = float(value)
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+        if f != int(f):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        return int(f)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+    if tp is str:
+        if isinstance(value, (dict, list)) or value is None:
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+_POSITIVE = {"iterations", "group_size", "games_per_iteration", "max_episode_steps", "epochs",
+             "minibatches", "micro_batch_size", "prompts_per_step", "max_new_tokens",
+             "every_n", "keep_last", "lora_rank", "threads", "eval_max_new_tokens"}
+_NON_NEGATIVE = {"lr", "weight_decay", "max_grad_norm", "clip_eps", "beta", "beta_menu",
+                 "entropy_coef", "lam", "every", "episodes", "s_min", "tau", "step_penalty",
+                 "invalid_penalty"}
+
+
+def validate(obj: Any, prefix: str = "") -> None:
+    """Range checks that types cannot express; raises ConfigError naming the fix."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if f.name in _POSITIVE and v <= 0:
+            raise ConfigError(f"{prefix}{f.name} = {v} must be > 0")
+        if f.name in _NON_NEGATIVE and v < 0:
+            raise ConfigError(f"{prefix}{f.name} = {v} must be >= 0")
+    if isinstance(obj, TLMDREConfig) and obj.s_min > obj.s_max:
+        raise ConfigError(f"{prefix}s_min ({obj.s_min}) must be <= s_max ({obj.s_max})")
+    if isinstance(obj, DistillConfig) and obj.enabled and obj.teacher == "policy" \
+            and not obj.teacher_model:
+        raise ConfigError(f"{prefix}teacher=policy needs {prefix}teacher_model (a model name)")
+    if isinstance(obj, (RLiDPPOConfig, TextPPOConfig)) and obj.advantage == "rloo" \
+            and obj.env.group_size < 2:
+        raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+    if isinstance(obj, MathGRPOConfig) and obj.advantage == "rloo" and obj.group_size < 2:
+        raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain, YAML/JSON-ready dict of a config."""
+    return asdict(cfg)
+
+
+def dump_yaml(cfg: Any) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Field docstrings (the string literal right below each field) of a dataclass and its bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):  # pragma: no cover - no source (frozen app)
+            continue
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, nxt in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant) \
+                    and isinstance(nxt.value.value, str):
+                docs[node.target.id] = nxt.value.value.strip()
+    return docs
+
+
+def describe_config(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Rows (dotted key, type, default, doc) for every option of ``cls``, nested sections expanded."""
+    rows = []
+    docs = field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    for f in fields(cls):
+        tp = hints[f.name]
+        val = getattr(defaults, f.name)
+        if is_dataclass(tp):
+            rows.extend(describe_config(tp, prefix + f.name + "."))
+            continue
+        tname = _type_name(tp)
+        rows.append((prefix + f.name, tname, repr(val), docs.get(f.name, "")))
+    return rows
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "|".join(str(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))

@@ -1,0 +1,143 @@
+"""``deciplane report RUN_DIR``: PNG learning curves and a markdown summary of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from deciplane.errors import DeciplaneError
+from deciplane.trainers.logger import read_metrics
+
+# figure name -> metric-name prefixes it shows
+_FIGURES = {
+    "learning_curve": ("rollout/success", "rollout/return", "rollout/accuracy", "rollout/reward",
+                       "eval/"),
+    "losses": ("loss/",),
+    "diagnostics": ("cord/", "stats/", "tlm/", "rollout/episode_len", "rollout/invalid"),
+}
+
+
+class ReportError(DeciplaneError, FileNotFoundError):
+    """The run directory has nothing to report."""
+
+
+def _series(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for r in records:
+        v = r.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            xs.append(r.get("env_steps", r.get("iteration", 0)))
+            ys.append(float(v))
+    return xs, ys
+
+
+def _keys(records: list[dict[str, Any]], prefixes: tuple[str, ...]) -> list[str]:
+    keys: set[str] = set()
+    for r in records:
+        for k, v in r.items():
+            if any(k.startswith(p) for p in prefixes) and isinstance(v, (int, float)) \
+                    and not isinstance(v, bool):
+                keys.add(k)
+    return sorted(keys)
+
+
+def plot_run(run_dir: str | Path) -> list[Path]:
+    """Write one PNG per figure group that has data; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir)
+    out = []
+    for name, prefixes in _FIGURES.items():
+        keys = _keys(records, prefixes)
+        if not keys:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for k in keys[:12]:
+            xs, ys = _series(records, k)
+            if xs:
+                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, ms=3, label=k)
+        ax.set_xlabel("environment steps" if any("env_steps" in r for r in records)
+                      else "iteration")
+        ax.set_title(f"{run_dir.name}: {name.replace('_', ' ')}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        path = run_dir / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out.append(path)
+    return out
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def markdown_summary(run_dir: str | Path) -> str:
+    run_dir = Path(run_dir)
+    summary = {}
+    if (run_dir / "summary.json").is_file():
+        summary = json.loads((run_dir / "summary.json").read_text())
+    records = read_metrics(run_dir)
+    lines = [f"# Run report: `{run_dir.name}`", ""]
+    if summary:
+        cfg = summary.get("config", {})
+        lines += [f"- algorithm: `{cfg.get('algorithm', '?')}`, model: "
+                  f"`{cfg.get('model', {}).get('name', '?')}` "
+                  f"({cfg.get('model', {}).get('finetune', '?')})",
+                  f"- seed: {summary.get('seed')}, status: {summary.get('status', '?')}",
+                  f"- wall time: {summary.get('wall_time_s', float('nan')):.1f} s, env steps: "
+                  f"{summary.get('env_steps')}, optimizer steps: {summary.get('optimizer_steps')}"
+                  f" (skipped {summary.get('skipped_steps', 0)})"]
+        if summary.get("warm_start"):
+            lines.append(f"- behaviour-cloning warm start: {summary['warm_start']}")
+        if summary.get("split_fingerprints"):
+            fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
+            lines.append(f"- split fingerprints: {fps}")
+        lines += ["", "| metric | before | after |", "|---|---|---|"]
+        before = _flat(summary.get("before", {}))
+        after = _flat(summary.get("eval", {}))
+        for k in sorted(after):
+            b = before.get(k, "")
+            lines.append(f"| eval.{k} | {_fmt(b)} | {_fmt(after[k])} |")
+    if records:
+        last = records[-1]
+        lines += ["", f"Last logged iteration: {last.get('iteration')}", "",
+                  "| metric | last value |", "|---|---|"]
+        for k in sorted(last):
+            if k != "iteration":
+                lines.append(f"| {k} | {_fmt(last[k])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def write_report(run_dir: str | Path) -> tuple[Path, list[Path]]:
+    """Write ``report.md`` and PNG curves into ``run_dir``; return their paths."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.jsonl").is_file() and not (run_dir / "summary.json").is_file():
+        raise ReportError(f"{run_dir} has no metrics.jsonl or summary.json; pass the --run-dir "
+                          "of a `deciplane train` run")
+    pngs = plot_run(run_dir)
+    md = markdown_summary(run_dir)
+    if pngs:
+        md += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in pngs) + "\n"
+    path = run_dir / "report.md"
+    path.write_text(md)
+    return path, pngs
