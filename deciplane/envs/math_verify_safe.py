@@ -1,0 +1,394 @@
+"""Math answer equivalence with `math-verify`, safe in threads and worker processes.
+
+``math_verify.parse`` / ``math_verify.verify`` bound their own run time with
+``signal.alarm``. That only works in the main thread of the main interpreter: called
+from a thread it raises inside the library, which catches the error and silently
+answers "no match" — every reward becomes 0. It also steals the process's ``SIGALRM``.
+
+Here the library never runs in the caller's process. :func:`verify_math` sends the
+pair to a small pool of persistent worker processes (``python -c`` children talking
+over private pipes, started on first use) and waits with a deadline; a worker that
+misses its deadline is killed (SIGKILL) and replaced, and the answer counts as *not*
+equivalent. Inside the workers the library's own timers are disabled
+(``parsing_timeout=None`` / ``timeout_seconds=None``; for math-verify 0.7, which does
+not accept ``None``, a process-local shim makes its ``timeout`` decorator a no-op when
+given ``None`` — the behaviour of later releases), so no ``signal.alarm`` is ever used.
+
+Safe from threads (callers share the pool; each worker serves one caller at a time), from
+forked children (a new pool per process id), and from daemonic ``multiprocessing``
+workers (workers are plain subprocesses, not ``multiprocessing`` children). Workers exit
+when their parent dies (they watch the request pipe and their parent pid).
+
+Input contract of :func:`verify_math`:
+
+* ``prediction`` ``None``, empty or whitespace -> ``False`` (no answer is a wrong answer);
+* ``prediction`` or ``gold`` not ``str`` (bytes, numbers...) -> :class:`InvalidAnswer`;
+* text that is not valid UTF-8 (lone surrogates, e.g. from ``errors="surrogateescape"``)
+  -> :class:`InvalidAnswer`;
+* empty ``gold`` -> :class:`InvalidAnswer` (a benchmark bug, not a model error);
+* a timeout, a crash of the worker, or text math-verify cannot parse -> ``False``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from deciplane.errors import InvalidAnswer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 5.0
+#: How long a fresh worker may take to import sympy/math-verify before we give up.
+STARTUP_TIMEOUT_S = 120.0
+_MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))
+_INT_RE = re.compile(r"[+-]?\d{1,60}")
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+# ---------------------------------------------------------------- input validation --
+
+def check_text(value: Any, what: str) -> str:
+    """Return ``value`` if it is a UTF-8-encodable ``str``; else raise :class:`InvalidAnswer`."""
+    if not isinstance(value, str):
+        raise InvalidAnswer(
+            f"{what} must be text (str), got {type(value).__name__}; decode bytes with "
+            f".decode('utf-8') or convert numbers with str(...) first"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidAnswer(
+            f"{what} is not valid UTF-8 text ({exc.reason} at position {exc.start}); "
+            "decode model output with errors='replace' instead of 'surrogateescape'"
+        ) from None
+    return value
+
+
+def _fast_path(prediction: str, gold: str) -> bool | None:
+    """Exact answer for two plain integers (what math-verify would say), else None."""
+    p, g = prediction.strip(), gold.strip()
+    if _INT_RE.fullmatch(p) and _INT_RE.fullmatch(g):
+        return int(p) == int(g)
+    return None
+
+
+# ------------------------------------------------------------------- worker side --
+
+def _install_none_timeout_shim() -> None:
+    """math-verify 0.7 calls ``signal.alarm(None)`` (TypeError, caught -> no match) when
+    given ``timeout=None``; later releases treat ``None`` as "no timer". Make the
+    decorator, as imported by parser and grader, behave like the later releases, in
+    this worker process only."""
+    import math_verify.grader as grader
+    import math_verify.parser as parser
+
+    original = parser.timeout
+
+    def timeout(timeout_seconds: int | None = 10):
+        if timeout_seconds is None:
+            return lambda func: func
+        return original(timeout_seconds=timeout_seconds)
+
+    parser.timeout = timeout
+    grader.timeout = timeout
+
+
+_PROSE_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_TEXT_RE = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}")
+
+
+def _looks_like_prose(text: str) -> bool:
+    """A word of 3+ letters outside LaTeX commands and ``\\text{}``: a sentence, not a
+    bare answer such as ``\\sqrt{2}+\\frac{1}{3}`` or ``x \\in [2,5)``."""
+    return bool(_PROSE_RE.search(_TEXT_RE.sub("", text)))
+
+
+def _parse_pred(text: str) -> list:
+    """Parse a prediction: a whole response (``$``/``\\boxed`` present, or prose) goes to
+    math-verify's extraction as is; a bare answer is read as one LaTeX expression (raw
+    extraction would keep only a fragment of ``\\sqrt{2}+\\frac{1}{3}``)."""
+    from math_verify import parse
+
+    def has_expr(res: list) -> bool:
+        return any(not isinstance(r, str) for r in res)
+
+    if "$" in text or "\\boxed" in text or _looks_like_prose(text):
+        attempts = [text, f"\\boxed{{{text}}}"]
+    else:
+        attempts = [f"${text}$", text, f"\\boxed{{{text}}}"]
+    first: list = []
+    for i, attempt in enumerate(attempts):
+        res = parse(attempt, parsing_timeout=None)
+        if i == 0:
+            first = res
+        if has_expr(res):
+            return res
+    return first
+
+
+def _parse_gold(text: str) -> list:
+    from math_verify import parse
+
+    if "\\boxed" in text or "$" in text:
+        res = parse(text, parsing_timeout=None)
+        if res:
+            return res
+    return parse(f"\\boxed{{{text}}}", parsing_timeout=None)
+
+
+def _verify_in_worker(prediction: str, gold: str) -> bool:
+    from math_verify import verify
+
+    gold_parsed = _parse_gold(gold)
+    pred_parsed = _parse_pred(prediction)
+    if not gold_parsed or not pred_parsed:
+        return False
+    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+
+
+def _watch_parent(ppid: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != ppid:
+            os._exit(0)
+
+
+def _worker_main(req_fd: int, resp_fd: int, ppid: int) -> None:
+    """Serve ``[(prediction, gold), ...]`` batches: one ``("ok", bool)`` per pair."""
+    threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    req, resp = Connection(req_fd, writable=False), Connection(resp_fd, readable=False)
+    from math_verify import parse
+
+    if not parse("$1$", parsing_timeout=None):
+        _install_none_timeout_shim()
+    if not parse("$1$", parsing_timeout=None):  # pragma: no cover - unknown version
+        resp.send(("error", "math-verify rejects parsing_timeout=None; "
+                            "install math-verify>=0.7"))
+        return
+    resp.send(("ready", None))
+    while True:
+        try:
+            batch = req.recv()
+        except (EOFError, OSError):
+            return
+        for prediction, gold in batch:
+            try:
+                ok = _verify_in_worker(prediction, gold)
+            except Exception:  # the library is robust, but never let one pair kill us
+                ok = False
+            resp.send(("ok", ok))
+
+
+# ------------------------------------------------------------------- caller side --
+
+class _Worker:
+    """One persistent verification process and its two pipe ends."""
+
+    def __init__(self) -> None:
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        code = (f"import sys; sys.path.insert(0, {_PKG_ROOT!r}); "
+                "from deciplane.envs.math_verify_safe import _worker_main; "
+                f"_worker_main({req_r}, {resp_w}, {os.getpid()})")
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=(req_r, resp_w), env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        self.req = Connection(req_w, readable=False)
+        self.resp = Connection(resp_r, writable=False)
+        self.ready = False
+
+    def _wait_ready(self) -> None:
+        if self.ready:
+            return
+        if not self.resp.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise RuntimeError("math-verify worker did not start within "
+                               f"{STARTUP_TIMEOUT_S:.0f}s; is the machine overloaded?")
+        kind, msg = self.resp.recv()
+        if kind != "ready":
+            self.kill()
+            raise RuntimeError(f"math-verify worker failed to start: {msg}")
+        self.ready = True
+
+    def run(self, pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[bool | None]:
+        """Verify ``pairs`` in order; ``None`` from the first pair that timed out on
+        (the worker is then dead and must be replaced)."""
+        self._wait_ready()
+        self.req.send(list(pairs))
+        out: list[bool | None] = []
+        for _ in pairs:
+            try:
+                if not self.resp.poll(timeout_s):
+                    self.kill()
+                    break
+                _, ok = self.resp.recv()
+            except (EOFError, OSError):
+                self.kill()
+                break
+            out.append(bool(ok))
+        return out + [None] * (len(pairs) - len(out))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for conn in (self.req, self.resp):
+            try:
+                conn.close()
+            except OSError:  # pragma: no cover
+                pass
+
+
+class _Pool:
+    """Up to ``max_workers`` workers, created on demand, shared by the threads of one
+    process."""
+
+    def __init__(self, max_workers: int = _MAX_WORKERS) -> None:
+        self.pid = os.getpid()
+        self.max_workers = max_workers
+        self.idle: list[_Worker] = []
+        self.count = 0
+        self.cond = threading.Condition()
+        self.timeouts = 0
+
+    def acquire(self) -> _Worker:
+        with self.cond:
+            while True:
+                while self.idle:
+                    w = self.idle.pop()
+                    if w.alive():
+                        return w
+                    w.kill()
+                    self.count -= 1
+                if self.count < self.max_workers:
+                    self.count += 1
+                    break
+                self.cond.wait()
+        try:
+            return _Worker()
+        except BaseException:
+            with self.cond:
+                self.count -= 1
+                self.cond.notify()
+            raise
+
+    def release(self, w: _Worker) -> None:
+        with self.cond:
+            if w.alive():
+                self.idle.append(w)
+            else:
+                w.kill()
+                self.count -= 1
+            self.cond.notify()
+
+    def shutdown(self) -> None:
+        with self.cond:
+            for w in self.idle:
+                w.kill()
+            self.idle.clear()
+            self.count = 0
+
+
+_POOL: _Pool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> _Pool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.pid != os.getpid():  # new process (fork): own workers
+            _POOL = _Pool()
+        return _POOL
+
+
+@atexit.register
+def shutdown_workers() -> None:
+    """Stop this process's verification workers (they also exit on their own when the
+    process dies)."""
+    with _POOL_LOCK:
+        if _POOL is not None and _POOL.pid == os.getpid():
+            _POOL.shutdown()
+
+
+def verify_many(pairs: Iterable[tuple[str | None, str]],
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> list[bool]:
+    """:func:`verify_math` over many ``(prediction, gold)`` pairs with one round-trip to a
+    worker; ``timeout_s`` bounds each pair separately."""
+    pairs = list(pairs)
+    results: list[bool | None] = [None] * len(pairs)
+    todo: list[int] = []
+    for i, (pred, gold) in enumerate(pairs):
+        check_text(gold, "gold")
+        if not gold.strip():
+            raise InvalidAnswer("gold answer is empty; fix the benchmark data")
+        if pred is None:
+            results[i] = False
+            continue
+        check_text(pred, "prediction")
+        if not pred.strip():
+            results[i] = False
+            continue
+        fast = _fast_path(pred, gold)
+        if fast is not None:
+            results[i] = fast
+        else:
+            todo.append(i)
+    pool = _pool()
+    while todo:
+        worker = pool.acquire()
+        try:
+            got = worker.run([(pairs[i][0], pairs[i][1]) for i in todo], timeout_s)
+        finally:
+            pool.release(worker)
+        done = 0
+        for i, ok in zip(todo, got):
+            if ok is None:
+                break
+            results[i] = ok
+            done += 1
+        if done < len(todo):  # todo[done] timed out (or crashed the worker): wrong
+            pool.timeouts += 1
+            log.warning("math-verify timed out after %.1fs on a prediction of %d chars; "
+                        "counted as not equivalent", timeout_s, len(pairs[todo[done]][0]))
+            results[todo[done]] = False
+            done += 1
+        todo = todo[done:]
+    return [bool(r) for r in results]
+
+
+def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """True if ``prediction`` is mathematically equivalent to ``gold`` per math-verify.
+
+    ``prediction`` may be a bare answer (``"0.5"``, ``"\\frac12"``, ``"[2,5)"``) or a
+    whole response (the last ``\\boxed{}`` wins, else math-verify's own extraction);
+    ``gold`` is a bare answer as written in the benchmark. Comparison is asymmetric as
+    in math-verify (gold first). Takes at most about ``timeout_s`` seconds of worker
+    time; a timeout counts as ``False``. Two plain integers are compared directly
+    without a worker. See the module docstring for invalid inputs.
+    """
+    return verify_many([(prediction, gold)], timeout_s=timeout_s)[0]
+
+
+__all__ = ["verify_math", "verify_many", "check_text", "shutdown_workers", "DEFAULT_TIMEOUT_S"]
