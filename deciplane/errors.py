@@ -72,3 +72,7 @@ class ObjectiveInputError(DeciplaneError, ValueError):
 
 class MissingTurnIds(ObjectiveInputError):
     """A turn-level objective (TLM-DRE) was called without the token-to-turn tensor."""
+
+
+class TaskError(DeciplaneError, ValueError):
+    """A CodeOpt task that is unknown or cannot be loaded; the message says how to fix it."""
