@@ -1,0 +1,351 @@
+"""``Policy``: a causal LM and its tokenizer, with the few operations agents and trainers need.
+
+Generation with per-token log-probs, batched log-probs of given responses (with grad),
+LoRA, a frozen reference view, and checkpoints. Batches are left padded; position ids
+always come from the attention mask, so padding never changes a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+from torch import nn
+
+from deciplane.errors import CheckpointError, ConfigError
+
+POLICY_META = "deciplane_policy.json"
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class Generation:
+    """One sampled response.
+
+    ``response_ids`` is unpadded: it ends with the eos (or stop) token when one was
+    produced and contains nothing after it. ``response_logprobs[j]`` is
+    ``log_softmax(logits / temperature)`` of token ``j`` (detached).
+    """
+
+    prompt_index: int
+    prompt_ids: torch.Tensor          # (T,) int64
+    response_ids: torch.Tensor        # (R,) int64
+    response_logprobs: torch.Tensor   # (R,) float32
+    text: str
+
+    @property
+    def logprob(self) -> float:
+        """Sum of the response tokens' log-probs (the sequence log-prob)."""
+        return float(self.response_logprobs.sum())
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that count only real tokens: ``cumsum(mask) - 1``, pads clamped to 0."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
+
+
+def left_pad(seqs: Sequence[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack 1-D id tensors into ``(B, T)`` ids and mask, padding on the left."""
+    width = max(int(s.numel()) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        n = int(s.numel())
+        if n:
+            ids[i, width - n:] = s.to(torch.long)
+            mask[i, width - n:] = 1
+    return ids, mask
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of ``softmax(logits)`` over the last dim."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+class Policy:
+    """A causal LM + tokenizer (``padding_side="left"``, pad token set).
+
+    Attributes: ``model`` (an ``nn.Module``; a PEFT model after :meth:`add_lora`),
+    ``tokenizer``, ``name`` (what it was loaded from), ``device``.
+    """
+
+    def __init__(self, model: nn.Module, tokenizer, name: str, device: str | torch.device = "cpu",
+                 *, source: str | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.device = torch.device(device)
+        self.source = source or name  # what load_policy() needs to rebuild the base model
+        self._reference: nn.Module | None = None
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token_id is None:
+                raise ConfigError(f"tokenizer of {name!r} has neither a pad nor an eos token; "
+                                  "set tokenizer.pad_token before building a Policy")
+            tokenizer.pad_token = tokenizer.eos_token
+        self.model.to(self.device)
+
+    # ---- text <-> ids ------------------------------------------------------------------
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """Token ids that end a response: the tokenizer's eos plus the model's generation eos."""
+        ids = {self.tokenizer.eos_token_id}
+        gen = getattr(self._base_model(), "generation_config", None)
+        extra = getattr(gen, "eos_token_id", None) if gen is not None else None
+        if isinstance(extra, int):
+            ids.add(extra)
+        elif extra:
+            ids.update(extra)
+        return sorted(i for i in ids if i is not None)
+
+    def format_prompt(self, user_text: str, system: str | None = None) -> str:
+        """The chat-templated prompt with the generation cue, or plain text without a template."""
+        if getattr(self.tokenizer, "chat_template", None):
+            messages = ([{"role": "system", "content": system}] if system else [])
+            messages.append({"role": "user", "content": user_text})
+            return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                      add_generation_prompt=True)
+        return (f"{system}\n\n" if system else "") + user_text
+
+    def tokenize(self, text: str) -> torch.Tensor:
+        """``(T,)`` ids of one already-formatted prompt (no special tokens added: the chat
+        template, if any, has already written them)."""
+        ids = self.tokenizer(text, add_special_tokens=self._add_special_tokens(text))["input_ids"]
+        return torch.tensor(ids, dtype=torch.long)
+
+    def encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
+        """``input_ids`` / ``attention_mask`` ``(B, T)``, left padded, on ``self.device``."""
+        ids, mask = left_pad([self.tokenize(p) for p in prompts], self.tokenizer.pad_token_id)
+        return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+
+    def _add_special_tokens(self, text: str) -> bool:
+        bos = self.tokenizer.bos_token
+        return not (bos and text.startswith(bos)) and not getattr(self.tokenizer, "chat_template", None)
+
+    # ---- sampling ------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 1.0,
+                 do_sample: bool = True, num_return_sequences: int = 1, top_p: float = 1.0,
+                 seed: int | None = None, stop: Sequence[str] | None = None) -> list[Generation]:
+        """Sample ``num_return_sequences`` responses per prompt, prompt-major order.
+
+        ``stop``: extra strings that end a response (kept in it, like eos). Log-probs are
+        ``log_softmax(logits / temperature)`` of the emitted tokens, whatever ``top_p``.
+        """
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {temperature}; use do_sample=False for greedy")
+        if not prompts:
+            return []
+        prompt_ids = [self.tokenize(p) for p in prompts]
+        ids, mask = left_pad(prompt_ids, self.tokenizer.pad_token_id)
+        width = ids.shape[1]
+        kwargs = dict(max_new_tokens=max_new_tokens, do_sample=do_sample,
+                      num_return_sequences=num_return_sequences,
+                      output_logits=True, return_dict_in_generate=True,
+                      pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_ids)
+        if do_sample:
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        if stop:
+            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=self._rng_devices()):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                out = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                     **kwargs)
+        finally:
+            model.train(was_training)
+        seqs = out.sequences[:, width:].cpu()                                  # (B*n, R)
+        logits = torch.stack(out.logits, dim=1).float().cpu() / temperature    # (B*n, R, V)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        ends = self._response_lengths(seqs, stop)
+        gens = []
+        for row in range(seqs.shape[0]):
+            p = row // num_return_sequences
+            n = ends[row]
+            resp = seqs[row, :n].clone()
+            gens.append(Generation(prompt_index=p, prompt_ids=prompt_ids[p], response_ids=resp,
+                                   response_logprobs=logp[row, :n].clone(),
+                                   text=self.tokenizer.decode(resp, skip_special_tokens=True)))
+        return gens
+
+    def _response_lengths(self, seqs: torch.Tensor, stop: Sequence[str] | None) -> list[int]:
+        """Length of each generated row up to and including its first eos / stop string."""
+        eos = set(self.eos_token_ids)
+        lengths = []
+        for row in seqs.tolist():
+            n = len(row)
+            for j, t in enumerate(row):
+                if t in eos:
+                    n = j + 1
+                    break
+            if stop:
+                n = self._cut_at_stop(row[:n], stop, n)
+            lengths.append(n)
+        return lengths
+
+    def _cut_at_stop(self, row: list[int], stop: Sequence[str], n: int) -> int:
+        """Shortest prefix of ``row`` whose decoded text contains a stop string."""
+        text = self.tokenizer.decode(row, skip_special_tokens=False)
+        if not any(s in text for s in stop):
+            return n
+        for j in range(1, len(row) + 1):
+            if any(s in self.tokenizer.decode(row[:j], skip_special_tokens=False) for s in stop):
+                return j
+        return n
+
+    def _rng_devices(self) -> list:
+        return [self.device] if self.device.type == "cuda" else []
+
+    # ---- scoring ---------------------------------------------------------------------------
+    def sequence_logprobs(self, prompt_ids: list[torch.Tensor], response_ids: list[torch.Tensor], *,
+                          temperature: float = 1.0, with_entropy: bool = False, model: nn.Module | None = None):
+        """Per-token log-probs ``(R_i,)`` of each response given its prompt, WITH grad.
+
+        One batched forward over ``prompt + response`` (left padded); logits are computed
+        only for the last ``max R + 1`` positions. ``model`` overrides ``self.model``
+        (e.g. the module yielded by :meth:`reference`). Returns a list, or
+        ``(logprobs, entropies)`` with ``with_entropy=True``.
+        """
+        if len(prompt_ids) != len(response_ids):
+            raise ConfigError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses; pass one each")
+        if not prompt_ids:
+            return ([], []) if with_entropy else []
+        model = self.model if model is None else model
+        seqs = [torch.cat([p.to(torch.long).cpu(), r.to(torch.long).cpu()]) for p, r in zip(prompt_ids, response_ids)]
+        ids, mask = left_pad(seqs, self.tokenizer.pad_token_id)
+        lengths = [int(r.numel()) for r in response_ids]
+        keep = max(lengths) + 1
+        out = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                    position_ids=position_ids_from_mask(mask).to(self.device), use_cache=False,
+                    logits_to_keep=keep)
+        logits = out.logits[:, -keep:-1, :].float() / temperature                # (B, Rmax, V)
+        targets = ids[:, -keep + 1:].to(self.device) if keep > 1 else ids[:, :0].to(self.device)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)    # (B, Rmax)
+        logps = [token_logp[i, token_logp.shape[1] - n:] for i, n in enumerate(lengths)]
+        if not with_entropy:
+            return logps
+        ent = -(logp_all.exp() * logp_all).sum(-1)                             # (B, Rmax)
+        return logps, [ent[i, ent.shape[1] - n:] for i, n in enumerate(lengths)]
+
+    # ---- training helpers ----------------------------------------------------------------
+    def add_lora(self, r: int = 8, alpha: int = 16, dropout: float = 0.0,
+                 target_modules: Sequence[str] | None = None) -> None:
+        """Wrap the model in a PEFT LoRA ``PeftModel``; only the adapters stay trainable."""
+        from peft import LoraConfig, get_peft_model
+
+        if self.is_lora:
+            raise ConfigError(f"policy {self.name!r} already has LoRA adapters; add them once")
+        config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
+                            target_modules=list(target_modules or self._lora_targets()),
+                            task_type="CAUSAL_LM")
+        self.model = get_peft_model(self.model, config)
+        self._reference = None
+
+    def _lora_targets(self) -> list[str]:
+        names = {n.rsplit(".", 1)[-1] for n, m in self.model.named_modules() if isinstance(m, nn.Linear)}
+        found = [t for t in DEFAULT_LORA_TARGETS if t in names]
+        if not found:
+            raise ConfigError(f"no default LoRA target ({', '.join(DEFAULT_LORA_TARGETS)}) in {self.name!r}; "
+                              f"pass target_modules= from: {sorted(names)}")
+        return found
+
+    @property
+    def is_lora(self) -> bool:
+        try:
+            from peft import PeftModel
+        except ImportError:  # pragma: no cover
+            return False
+        return isinstance(self.model, PeftModel)
+
+    def _base_model(self) -> nn.Module:
+        return self.model.get_base_model() if self.is_lora else self.model
+
+    def freeze_reference(self) -> None:
+        """Snapshot the current weights as the frozen reference (full fine-tuning only).
+
+        Called automatically by :meth:`trainable_parameters` and :meth:`reference`, so
+        build optimizers through ``trainable_parameters()`` before the first update."""
+        if self.is_lora or self._reference is not None:
+            return
+        ref = copy.deepcopy(self.model)
+        ref.eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        self._reference = ref
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[nn.Module]:
+        """A view of the frozen initial policy: adapters disabled (LoRA), or a frozen deep
+        copy taken before the first update (full fine-tuning)."""
+        if self.is_lora:
+            with self.model.disable_adapter():
+                yield self.model
+        else:
+            self.freeze_reference()
+            yield self._reference
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """Parameters with ``requires_grad`` (LoRA adapters only, after :meth:`add_lora`)."""
+        self.freeze_reference()
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    # ---- checkpoints -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Save LoRA adapters (plus the base model's name) or full weights, and the tokenizer."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if self.is_lora:
+            self.model.save_pretrained(path / "adapter")
+            meta = {"kind": "lora", "base": self.source, "name": self.name}
+        else:
+            self.model.save_pretrained(path / "model")
+            meta = {"kind": "full", "name": self.name, "base": self.source}
+        self.tokenizer.save_pretrained(path / "model" if not self.is_lora else path / "tokenizer")
+        from deciplane.utils import atomic_write_json
+
+        atomic_write_json(path / POLICY_META, meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | None = None,
+             trainable: bool = True) -> "Policy":
+        """Load a checkpoint written by :meth:`save`."""
+        from deciplane.agents.loading import load_policy
+
+        path = Path(path)
+        meta_file = path / POLICY_META
+        if not meta_file.is_file():
+            raise CheckpointError(f"{path} has no {POLICY_META}; pass a folder written by Policy.save()")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("kind") == "full":
+            policy = load_policy(path / "model", dtype=dtype, device=device)
+            policy.name, policy.source = meta.get("name", str(path)), str(path / "model")
+            return policy
+        if meta.get("kind") == "lora":
+            from peft import PeftModel
+
+            policy = load_policy(meta["base"], dtype=dtype, device=device)
+            policy.model = PeftModel.from_pretrained(policy.model, path / "adapter", is_trainable=trainable)
+            policy.model.to(policy.device)
+            policy.name = meta.get("name", policy.name)
+            return policy
+        raise CheckpointError(f"{meta_file} has unknown kind {meta.get('kind')!r}; expected 'full' or 'lora'")
+
+    def __repr__(self) -> str:
+        n = sum(p.numel() for p in self.model.parameters())
+        return f"Policy({self.name!r}, params={n / 1e6:.1f}M, device={self.device}, lora={self.is_lora})"
