@@ -1,0 +1,198 @@
+"""Advantage estimators of the PPO/GRPO family (METHODS.md §4), as pure tensor functions.
+
+Group estimators take one scalar reward per trajectory ``rewards (N,)`` and the group of
+each trajectory ``group_ids (N,)`` (same prompt / same game+seed = same group) and return
+one advantage per trajectory ``(N,)``:
+
+* :func:`grpo_advantages` — ``(r_i - mean_g r) / (std_g r + eps)`` (unbiased std, as TRL/verl)
+* :func:`dr_grpo_advantages` — ``r_i - mean_g r`` (no std division)
+* :func:`rloo_advantages` — ``r_i - mean_{j != i} r_j``; a group of size 1 is an error
+* :func:`reinforce_pp_advantages` — group-centred, then divided by the std of the batch
+
+:func:`gae` is the critic-based estimator (per step, with a value head).
+:func:`is_degenerate_batch` says whether every group has all-equal rewards: the trainer
+then skips the optimizer step (weight decay would still move the weights).
+
+Choose an estimator with :class:`AdvantageConfig` and :func:`compute_advantages`
+(a typed option mapped to a function in :data:`ADVANTAGE_ESTIMATORS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import torch
+
+from deciplane.errors import ConfigError, ObjectiveInputError
+
+from .common import (_check_ids, check_choice, check_dim, check_range, dense_ids,
+                     group_stats, segment_sum)
+
+AdvantageEstimator = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"]
+
+
+def _check_rewards(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    check_dim("rewards", rewards, 1)
+    _check_ids(group_ids, rewards.shape[0])
+    if not torch.isfinite(rewards).all():
+        raise ObjectiveInputError("rewards contain NaN/inf; fix the reward function")
+    return rewards.float() if not rewards.is_floating_point() else rewards
+
+
+def grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6
+                    ) -> torch.Tensor:
+    """GRPO: ``A_i = (r_i - mean_g r) / (std_g r + eps)`` with the unbiased group std.
+
+    A group with all-equal rewards (or a single member) gets advantage 0.
+    """
+    r = _check_rewards(rewards, group_ids)                       # (N,)
+    mean, std, _, _ = group_stats(r, group_ids)                  # (N,) each
+    return (r - mean) / (std + eps)                              # (N,)
+
+
+def dr_grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 0.0
+                       ) -> torch.Tensor:
+    """Dr. GRPO: ``A_i = r_i - mean_g r`` (no std division; ``eps`` is unused).
+
+    Pair it with the ``seq_sum_const`` aggregation (sum over a response's tokens divided
+    by a constant max length), see :mod:`deciplane.objectives.policy_loss`.
+    """
+    r = _check_rewards(rewards, group_ids)                       # (N,)
+    mean, _, _, _ = group_stats(r, group_ids)                    # (N,)
+    return r - mean                                              # (N,)
+
+
+def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 0.0
+                    ) -> torch.Tensor:
+    """RLOO: ``A_i = r_i - mean_{j != i} r_j`` (leave-one-out baseline).
+
+    Raises ConfigError for a group of size 1 (there is no "other" sample).
+    """
+    r = _check_rewards(rewards, group_ids)                       # (N,)
+    _, _, size, ids = group_stats(r, group_ids)                  # (N,)
+    if (size < 2).any():
+        bad = int(ids[size < 2][0])
+        raise ConfigError(f"rloo needs at least 2 samples per group, but group #{bad} has 1; "
+                          "sample group_size >= 2 per prompt or use advantage='grpo'")
+    g = int(ids.max()) + 1
+    total = segment_sum(r, ids, g)[ids]                          # (N,)
+    return r - (total - r) / (size - 1)                          # (N,)
+
+
+def reinforce_pp_advantages(rewards: torch.Tensor, group_ids: torch.Tensor,
+                            eps: float = 1e-6) -> torch.Tensor:
+    """REINFORCE++ (baseline variant): subtract the group mean, then divide by the
+    (unbiased) std of the centred values over the whole batch."""
+    r = _check_rewards(rewards, group_ids)                       # (N,)
+    mean, _, _, _ = group_stats(r, group_ids)                    # (N,)
+    centred = r - mean                                           # (N,)
+    std = centred.std() if centred.numel() > 1 else centred.new_zeros(())
+    return centred / (std + eps)                                 # (N,)
+
+
+ADVANTAGE_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "grpo": grpo_advantages,
+    "dr_grpo": dr_grpo_advantages,
+    "rloo": rloo_advantages,
+    "reinforce_pp": reinforce_pp_advantages,
+}
+"""Typed option -> group advantage function, all ``(rewards, group_ids, eps) -> (N,)``."""
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Which group advantage estimator to use."""
+
+    estimator: AdvantageEstimator = "grpo"
+    """``grpo`` | ``dr_grpo`` | ``rloo`` | ``reinforce_pp`` (see module docstring)."""
+    eps: float = 1e-6
+    """Added to the std before dividing (grpo, reinforce_pp)."""
+
+    def __post_init__(self) -> None:
+        check_choice("AdvantageConfig", "estimator", self.estimator, AdvantageEstimator)
+        check_range("AdvantageConfig", "eps", self.eps, low=0.0)
+
+
+def compute_advantages(cfg: AdvantageConfig, rewards: torch.Tensor,
+                       group_ids: torch.Tensor) -> torch.Tensor:
+    """Apply the estimator chosen by ``cfg``: ``(N,), (N,) -> (N,)``."""
+    return ADVANTAGE_ESTIMATORS[cfg.estimator](rewards, group_ids, eps=cfg.eps)
+
+
+# ---------------------------------------------------------------------------------------
+# degenerate groups / skip-step
+# ---------------------------------------------------------------------------------------
+
+
+def degenerate_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """Per-element flag ``(N,)``: True where the element's group has all-equal rewards."""
+    r = _check_rewards(rewards, group_ids)
+    ids, g = dense_ids(group_ids.long())
+    big = torch.finfo(r.dtype).max
+    lo = torch.full((g,), big, dtype=r.dtype).scatter_reduce(0, ids, r, "amin")   # (G,)
+    hi = torch.full((g,), -big, dtype=r.dtype).scatter_reduce(0, ids, r, "amax")  # (G,)
+    return (hi == lo)[ids]                                                        # (N,)
+
+
+def is_degenerate_batch(rewards: torch.Tensor, group_ids: torch.Tensor) -> bool:
+    """True if every group of the optimizer batch has all-equal rewards.
+
+    The trainer must then skip the optimizer step: the policy gradient is zero, but
+    AdamW's weight decay and momentum would still move the weights. An empty batch is
+    degenerate too.
+    """
+    if rewards.numel() == 0:
+        return True
+    return bool(degenerate_groups(rewards, group_ids).all())
+
+
+# ---------------------------------------------------------------------------------------
+# GAE (critic)
+# ---------------------------------------------------------------------------------------
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
+        lam: float = 0.95, bootstrap: torch.Tensor | None = None
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over right-padded step sequences.
+
+    Args:
+        rewards: ``(B, T)`` reward of each step.
+        values: ``(B, T)`` value-head estimate ``V(s_t)`` (treated as constants).
+        mask: ``(B, T)`` valid steps; each row must be a contiguous prefix (steps
+            ``0..L_b-1``), the rest is padding.
+        gamma, lam: discount and GAE lambda.
+        bootstrap: ``(B,)`` value of the state after the last valid step (a truncated
+            episode); ``None`` or 0 for terminated episodes.
+
+    Returns:
+        ``(advantages, returns)``, both ``(B, T)`` and 0 on padding;
+        ``returns = advantages + values`` (the critic's regression target).
+    """
+    check_dim("rewards", rewards, 2)
+    if values.shape != rewards.shape or mask.shape != rewards.shape:
+        raise ObjectiveInputError(f"rewards {list(rewards.shape)}, values "
+                                  f"{list(values.shape)} and mask {list(mask.shape)} "
+                                  "must all be (B, T)")
+    m = mask.bool()
+    if (m[:, 1:] & ~m[:, :-1]).any():
+        raise ObjectiveInputError("gae needs right-padded rows (valid steps first, then "
+                                  "padding); move the padding to the end of each row")
+    b, t_len = rewards.shape
+    r, v = rewards.float(), values.detach().float()                  # (B, T)
+    boot = (torch.zeros(b) if bootstrap is None else bootstrap.detach().float())  # (B,)
+    adv = torch.zeros_like(r)                                        # (B, T)
+    last = torch.zeros(b)                                            # (B,)
+    for t in reversed(range(t_len)):
+        if t + 1 < t_len:
+            nxt_valid = m[:, t + 1].float()                          # (B,)
+            next_v = torch.where(m[:, t + 1], v[:, t + 1], boot)     # (B,)
+        else:
+            nxt_valid, next_v = torch.zeros(b), boot
+        delta = r[:, t] + gamma * next_v - v[:, t]                   # (B,)
+        last = delta + gamma * lam * nxt_valid * last                # (B,)
+        last = last * m[:, t].float()
+        adv[:, t] = last
+    returns = (adv + v) * m.float()                                  # (B, T)
+    return adv, returns

@@ -1,0 +1,166 @@
+"""TTPO loss pieces (METHODS.md §5.2): on-policy self-distillation on answers that agree
+with the majority, grouped RL on confident errors for answers that disagree.
+
+Voting, sampling and the teacher prompt live in the adapter; this module is pure tensor
+math on ``(B, T)`` per-token quantities of ``B`` responses (``mask`` true on response
+tokens):
+
+* :func:`ttpo_token_weights` — ``w(t) = H + D - H*D``: ``H`` the student entropy clipped
+  at its 98th percentile, ``D`` the teacher-student divergence, each min-max normalised
+  per sample (tokens with low entropy and low divergence get weight ~0);
+* :func:`opsd_loss` — ``L_OPSD = (1/T) sum_t w(t) KL(q_t || p_t)`` per sample;
+* :func:`confident_error_scores` — ``s(t) = -log p_t(y_t) * (1 - H(t))``;
+* :func:`median_mask` — ``m(t) = 1[s(t) >= median of s over the valid tokens of the
+  micro-batch]``;
+* :func:`negative_branch_loss` — ``L_N = -(A/T) sum_t m(t) log pi_theta(y_t)``;
+* :func:`ttpo_loss` — ``L = (1/|B|)(sum_P L_OPSD + lambda sum_N L_N)``.
+
+Our readings where the text leaves a choice (stated here, not hidden): the 98th
+percentile and the min-max range are taken per sample over its valid tokens; ``H(t)``
+inside ``s(t)`` is that same clipped, min-max normalised entropy (so ``1 - H`` lies in
+[0, 1]); ``T`` is the sample's number of valid tokens; a sample whose values are all
+equal normalises to 0; the median of ``s`` is taken over the valid tokens of the
+micro-batch's disagree rows (the only rows ``L_N`` touches); only negative advantages
+enter ``L_N`` (``A`` clamped to <= 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from deciplane.errors import ObjectiveInputError
+
+from .common import (as_bool_mask, check_dim, check_range, check_same_shape,
+                     masked_minmax_normalize, masked_quantile, masked_sum)
+from .policy_loss import LossOutput
+
+
+def clip_at_quantile(x: torch.Tensor, mask: torch.Tensor, q: float = 0.98) -> torch.Tensor:
+    """Clip each row of ``x`` (B, T) from above at the ``q``-quantile of its valid values."""
+    m = as_bool_mask(mask)
+    rows = []
+    for b in range(x.shape[0]):
+        cap = masked_quantile(x[b], m[b], q)
+        rows.append(x[b] if torch.isnan(cap) else torch.minimum(x[b], cap))
+    return torch.stack(rows) if rows else x
+
+
+def normalized_entropy(entropy: torch.Tensor, mask: torch.Tensor, q: float = 0.98
+                       ) -> torch.Tensor:
+    """Entropy clipped at its per-sample ``q``-quantile, then min-max normalised: (B, T)."""
+    return masked_minmax_normalize(clip_at_quantile(entropy.detach(), mask, q), mask)
+
+
+def ttpo_token_weights(entropy: torch.Tensor, divergence: torch.Tensor, mask: torch.Tensor,
+                       entropy_clip_quantile: float = 0.98) -> torch.Tensor:
+    """``w(t) = H + D - H*D`` in [0, 1] (detached): (B, T).
+
+    ``entropy`` is the student's entropy per token, ``divergence`` the teacher-student
+    divergence per token (e.g. ``KL(q_t || p_t)``); both are normalised per sample.
+    """
+    check_same_shape(entropy=entropy, divergence=divergence, mask=mask)
+    h = normalized_entropy(entropy, mask, entropy_clip_quantile)                # (B, T)
+    d = masked_minmax_normalize(divergence.detach(), mask)                      # (B, T)
+    return h + d - h * d                                                        # (B, T)
+
+
+def _valid_counts(mask: torch.Tensor) -> torch.Tensor:
+    return as_bool_mask(mask).sum(1).clamp(min=1)                               # (B,)
+
+
+def opsd_loss(kl: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """On-policy self-distillation per sample ``(1/T) sum_t w(t) KL(q_t || p_t)``: (B,).
+
+    ``kl (B, T)`` carries the gradient (a function of the student), ``weights`` are
+    treated as constants.
+    """
+    check_same_shape(kl=kl, weights=weights, mask=mask)
+    return masked_sum(weights.detach() * kl, mask, dim=1) / _valid_counts(mask)
+
+
+def confident_error_scores(logp: torch.Tensor, entropy_norm: torch.Tensor) -> torch.Tensor:
+    """``s(t) = -log p_t(y_t) * (1 - H(t))`` with ``H`` normalised to [0, 1]: (B, T), detached."""
+    check_same_shape(logp=logp, entropy_norm=entropy_norm)
+    return -logp.detach() * (1.0 - entropy_norm.detach())
+
+
+def median_mask(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``1[s(t) >= median]`` with the median over all valid tokens of the micro-batch
+    (numpy's median: mean of the two middle values for an even count): (B, T) bool."""
+    m = as_bool_mask(mask)
+    med = masked_quantile(scores, m, 0.5)
+    if torch.isnan(med):
+        return torch.zeros_like(m)
+    return (scores >= med) & m
+
+
+def negative_branch_loss(logp: torch.Tensor, advantages: torch.Tensor,
+                         token_mask: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``L_N = -(A/T) sum_t m(t) log pi_theta(y_t)`` per sample: (B,).
+
+    ``advantages (B,)`` are clamped to ``<= 0`` (only errors are pushed down);
+    ``token_mask`` is ``m(t)``; ``T`` is the sample's number of valid tokens.
+    """
+    check_same_shape(logp=logp, token_mask=token_mask, mask=mask)
+    if advantages.shape != (logp.shape[0],):
+        raise ObjectiveInputError(f"advantages must be (B,) with B={logp.shape[0]}, got "
+                                  f"{list(advantages.shape)}")
+    a = advantages.detach().to(logp.dtype).clamp(max=0.0)                      # (B,)
+    sel = as_bool_mask(token_mask) & as_bool_mask(mask)                         # (B, T)
+    return -(a / _valid_counts(mask)) * masked_sum(logp, sel, dim=1)            # (B,)
+
+
+@dataclass(frozen=True)
+class TTPOConfig:
+    """TTPO loss settings (paper defaults)."""
+
+    lam: float = 0.1
+    """Weight ``lambda`` of the disagree-branch loss ``L_N``."""
+    entropy_clip_quantile: float = 0.98
+    """Quantile at which the student entropy is clipped before normalisation."""
+
+    def __post_init__(self) -> None:
+        check_range("TTPOConfig", "lam", self.lam, low=0.0)
+        check_range("TTPOConfig", "entropy_clip_quantile", self.entropy_clip_quantile,
+                    low=0.0, high=1.0)
+
+
+def ttpo_loss(cfg: TTPOConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: torch.Tensor,
+              mask: torch.Tensor, agree: torch.Tensor, advantages: torch.Tensor
+              ) -> LossOutput:
+    """``L = (1/|B|)(sum_{i in P} L_OPSD_i + lambda sum_{i in N} L_N_i)``.
+
+    Args:
+        kl: ``(B, T)`` ``KL(q_t || p_t)`` teacher vs student per token (with gradient
+            through the student); ignored on disagree rows.
+        entropy: ``(B, T)`` student entropy per token (nats).
+        logp: ``(B, T)`` student log-prob of the sampled tokens (with gradient).
+        mask: ``(B, T)`` response tokens.
+        agree: ``(B,)`` bool, True for the agree set P (answer == majority).
+        advantages: ``(B,)`` grouped advantages; used on disagree rows (``A < 0``).
+    """
+    check_dim("logp", logp, 2)
+    check_same_shape(kl=kl, entropy=entropy, logp=logp, mask=mask)
+    m = as_bool_mask(mask)
+    agree = agree.bool()
+    if agree.shape != (logp.shape[0],):
+        raise ObjectiveInputError(f"agree must be (B,) with B={logp.shape[0]}")
+    zero = torch.zeros((), dtype=logp.dtype)
+    kl, logp = torch.where(m, kl, zero), torch.where(m, logp, zero)             # (B, T)
+    w = ttpo_token_weights(entropy, kl.detach(), m, cfg.entropy_clip_quantile)  # (B, T)
+    l_opsd = opsd_loss(kl, w, m)                                                # (B,)
+    h = normalized_entropy(entropy, m, cfg.entropy_clip_quantile)               # (B, T)
+    neg_rows = (~agree)[:, None] & m                                            # (B, T)
+    s = confident_error_scores(logp, h)                                         # (B, T)
+    mt = median_mask(s, neg_rows)                                               # (B, T)
+    l_n = negative_branch_loss(logp, advantages, mt, m)                         # (B,)
+    per = torch.where(agree, l_opsd, cfg.lam * l_n)                             # (B,)
+    loss = per.sum() / max(per.shape[0], 1)
+    metrics = {"loss/total": float(loss.detach()),
+               "ttpo/opsd": float(l_opsd[agree].mean()) if agree.any() else 0.0,
+               "ttpo/neg": float(l_n[~agree].mean()) if (~agree).any() else 0.0,
+               "ttpo/weight_mean": float((w * m).sum() / m.sum().clamp(min=1)),
+               "ttpo/masked_share": float(mt.sum() / neg_rows.sum().clamp(min=1))}
+    return LossOutput(loss, metrics)
