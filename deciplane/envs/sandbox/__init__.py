@@ -1,0 +1,237 @@
+"""Run untrusted Python programs, contained.
+
+```python
+from deciplane.envs import Sandbox
+sb = Sandbox()                  # "auto": the strongest backend available here
+res = sb.run("print(input()[::-1])", stdin="abc\\n", timeout_s=2.0, memory_mb=256)
+res.status, res.stdout          # ('ok', 'cba\\n')
+```
+
+Backends (``available_backends()`` says which run here and why not):
+
+- ``docker``: a container from a locally built image (no pulls), no network, read-only
+  root, uid 65534, pids/memory limits, all capabilities dropped.
+- ``bwrap``: bubblewrap namespaces, only the system directories mounted (read-only),
+  uid 65534, no network.
+- ``namespace``: the same containment from util-linux ``unshare`` + a minimal root built
+  with bind mounts, for machines without bubblewrap (needs root or user namespaces).
+
+Every backend enforces: wall time, CPU time, memory, number of processes, file size,
+captured output size; no network; a read-only filesystem except the run's private scratch
+directory; no view of the host's home, the project checkout or other runs; a scrubbed
+environment; every descendant process killed when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from typing import Callable
+
+from deciplane.envs.sandbox import bwrap as _bwrap
+from deciplane.envs.sandbox._common import (NOBODY, STATUSES, CgroupJail, Limits, RawRun,
+                                            SandboxResult, Status, cgroup_support, collect,
+                                            execute, find_python, make_scratch,
+                                            remove_scratch, scrubbed_env, to_result)
+from deciplane.errors import BackendUnavailable, ConfigError
+
+BACKENDS = ("docker", "bwrap", "namespace")   # strongest first: what "auto" tries
+
+
+def _probe(name: str) -> tuple[bool, str]:
+    if name == "bwrap":
+        return _bwrap.available()
+    if name == "namespace":
+        from deciplane.envs.sandbox import namespace
+        return namespace.available()
+    if name == "docker":
+        from deciplane.envs.sandbox import docker_backend
+        return docker_backend.available()
+    raise ConfigError(f"unknown sandbox backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
+
+
+def available_backends() -> dict[str, tuple[bool, str]]:
+    """``{backend: (available, reason)}`` for every backend, probed for real (cached)."""
+    out = {}
+    for name in BACKENDS:
+        try:
+            out[name] = _probe(name)
+        except Exception as exc:  # a probe must never take the caller down
+            out[name] = (False, f"probe crashed: {type(exc).__name__}: {exc}")
+    return out
+
+
+def resolve_backend(backend: str = "auto") -> str:
+    """The backend ``Sandbox(backend)`` would use; raises :class:`BackendUnavailable`."""
+    if backend == "auto":
+        forced = os.environ.get("DECIPLANE_SANDBOX_BACKEND")
+        if forced and forced != "auto":
+            return resolve_backend(forced)
+        reasons = []
+        for name in _AUTO_ORDER:
+            ok, why = _probe(name)
+            if ok:
+                return name
+            reasons.append(f"{name}: {why}")
+        raise BackendUnavailable("no sandbox backend works on this machine:\n  "
+                                 + "\n  ".join(reasons)
+                                 + "\nInstall bubblewrap (`apt-get install bubblewrap`) — "
+                                 "`deciplane doctor` shows the details.")
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown sandbox backend {backend!r}; allowed: auto, "
+                          f"{', '.join(BACKENDS)}")
+    ok, why = _probe(backend)
+    if not ok:
+        raise BackendUnavailable(f"sandbox backend {backend!r} is unavailable: {why}. "
+                                 "Pick another (`deciplane doctor` lists them) or "
+                                 "use backend='auto'.")
+    return backend
+
+
+# "auto" prefers bwrap over docker for speed when both contain equally well; docker is
+# chosen when it is the only one (its per-run start-up is ~10x slower).
+_AUTO_ORDER = ("bwrap", "namespace", "docker")
+
+
+class Sandbox:
+    """Runs ``python3 main.py`` on untrusted source, contained by one backend.
+
+    Arguments:
+        backend: ``"auto"`` (bwrap, else namespace, else docker; env
+            ``DECIPLANE_SANDBOX_BACKEND`` overrides), or one by name. ``sb.backend`` is
+            the resolved name. Raises :class:`deciplane.errors.BackendUnavailable` with
+            the reason when it cannot run here.
+    """
+
+    def __init__(self, backend: str = "auto") -> None:
+        self.backend = resolve_backend(backend)
+        self.python = find_python()
+        self._cgroups, _ = cgroup_support()
+        self._impl: Callable[..., RawRun]
+        if self.backend == "docker":
+            from deciplane.envs.sandbox import docker_backend
+            self._docker = docker_backend.DockerRunner()
+        self._signal_base = 128 if self.backend in ("bwrap", "docker", "namespace") else None
+
+    def __repr__(self) -> str:
+        return f"Sandbox(backend={self.backend!r})"
+
+    def run(self, code: str, stdin: str = "", files: dict[str, str | bytes] | None = None,
+            timeout_s: float = 2.0, memory_mb: int = 256, cpu_time_s: float | None = None,
+            max_output_bytes: int = 1 << 20, max_file_bytes: int = 16 << 20,
+            max_procs: int = 32, env: dict[str, str] | None = None,
+            argv_prefix: list[str] | None = None,
+            collect_files: list[str] | None = None) -> SandboxResult:
+        """Run ``argv_prefix + [python3, "main.py"]`` in a fresh private scratch directory
+        holding ``main.py`` (= ``code``) and ``files``.
+
+        Arguments:
+            stdin: text fed to the program's standard input.
+            files: extra files ``{relative path: content}`` placed next to main.py.
+            timeout_s: wall-clock limit (status ``timeout``).
+            memory_mb: memory limit of the whole run (status ``memory``).
+            cpu_time_s: CPU-time limit (default: ``timeout_s``), whole seconds, rounded up.
+            max_output_bytes: stdout and stderr are each captured up to this; more ends
+                the run with status ``output_limit``.
+            max_file_bytes: the largest file the program may write.
+            max_procs: processes/threads the run may have at once (fork bombs stop here).
+            env: variables added to the scrubbed environment (e.g. ``PYTHONHASHSEED``).
+            argv_prefix: a tool to run python under, e.g. ``["valgrind", ...]``; it must
+                live under the read-only system directories.
+            collect_files: scratch-relative names of files to return in ``result.files``
+                (regular files only, at most ``max_file_bytes`` each).
+        """
+        if not isinstance(code, str):
+            raise ConfigError(f"code must be str (program source), got {type(code).__name__}")
+        limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_time_s=cpu_time_s,
+                        max_output_bytes=max_output_bytes, max_file_bytes=max_file_bytes,
+                        max_procs=max_procs)
+        envd = scrubbed_env(env)
+        prefix = [str(a) for a in (argv_prefix or [])]
+        if self.backend == "docker":
+            raw, got = self._docker.run(code, stdin.encode(), files, limits, envd, prefix,
+                                        collect_files)
+            return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
+        return self._run_local(code, stdin.encode(), files, limits, envd, prefix, collect_files)
+
+    def _run_local(self, code: str, stdin: bytes, files, limits: Limits,  # noqa: ANN001
+                   env: dict[str, str], prefix: list[str],
+                   collect_files: list[str] | None) -> SandboxResult:
+        drop = _bwrap.drops_privileges() if self.backend == "bwrap" else os.getuid() == 0
+        scratch = make_scratch(code, files, owner=NOBODY if drop else None)
+        jail = None
+        rfd = wfd = -1
+        try:
+            if self._cgroups:
+                # memory: the cgroup bounds the whole tree (tmpfs included); rlimit AS
+                # additionally gives python a clean MemoryError when no tool wraps it.
+                jail = CgroupJail(f"run-{os.getpid()}-{secrets.token_hex(6)}",
+                                  max_procs=limits.max_procs,
+                                  memory_mb=limits.memory_mb + 64)
+            address_space = not prefix
+            if self.backend == "bwrap":
+                rfd, wfd = os.pipe()
+                argv = _bwrap.build_argv(self.python, str(scratch), limits, env, prefix,
+                                         wfd, address_space)
+            else:
+                from deciplane.envs.sandbox import namespace
+                argv = namespace.build_argv(self.python, str(scratch), limits, env, prefix,
+                                            address_space, drop)
+            if jail is not None:
+                argv = jail.join_argv() + argv
+            raw = execute(argv, stdin, limits, pass_fds=(wfd,) if wfd >= 0 else (), jail=jail)
+            if wfd >= 0:
+                os.close(wfd)
+                wfd = -1
+            if self.backend == "bwrap":
+                _check_bwrap_status(raw, _read_all(rfd))
+            else:
+                from deciplane.envs.sandbox import namespace
+                namespace.check_status(raw)
+            got = collect(scratch, collect_files, limits.max_file_bytes)
+        finally:
+            for fd in (rfd, wfd):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if jail is not None:
+                jail.destroy()
+            remove_scratch(scratch)
+        return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_bwrap_status(raw: RawRun, status: bytes) -> None:
+    """bwrap writes ``{"child-pid": N}`` then ``{"exit-code": N}``; without an exit code
+    (and without us having stopped it) the sandbox failed to start the program."""
+    if raw.timed_out or raw.output_exceeded or raw.sandbox_failed:
+        return
+    docs = []
+    for line in status.decode(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            docs.append(json.loads(line))
+    if not any("exit-code" in d for d in docs):
+        if raw.returncode is not None and raw.returncode < 0:
+            return  # the supervisor itself was killed (e.g. by the OOM killer): classify
+        tail = raw.stderr.decode(errors="replace").strip()[-500:]
+        raw.sandbox_failed = (f"bubblewrap failed before the program ran (exit "
+                              f"{raw.returncode}): {tail or 'no message'}")
+
+
+__all__ = ["Sandbox", "SandboxResult", "Status", "STATUSES", "Limits", "BACKENDS",
+           "available_backends", "resolve_backend"]

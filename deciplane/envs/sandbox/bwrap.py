@@ -1,0 +1,90 @@
+"""The ``bwrap`` backend: bubblewrap (user, pid, net, ipc, uts, cgroup namespaces), the
+host's system directories read-only, a private tmpfs ``/tmp``, the run's scratch dir as
+the only writable host path, no network, uid 65534, and — when this process is root — the
+bwrap process itself started as uid 65534 (so the sandboxed code is ``nobody`` on the host
+too, not namespace-root mapped to host root)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+
+from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, prlimit_argv,
+                                            python_ro_paths, system_ro_paths)
+
+NAME = "bwrap"
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+
+
+def _privilege_drop_argv() -> list[str]:
+    """Run the sandbox as uid/gid 65534 on the host when we are root (``setpriv``)."""
+    if os.getuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            "--no-new-privs", "--"]
+
+
+def drops_privileges() -> bool:
+    return os.getuid() == 0 and bool(shutil.which("setpriv") or os.path.exists("/usr/bin/setpriv"))
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """Whether bubblewrap can create its namespaces here (a real probe, not a guess)."""
+    exe = bwrap_path()
+    if exe is None:
+        return False, ("bubblewrap is not installed; `apt-get install bubblewrap` "
+                       "(Debian/Ubuntu) or `dnf install bubblewrap`")
+    if not os.path.exists("/usr/bin/prlimit") and not shutil.which("prlimit"):
+        return False, "prlimit (util-linux) is missing; install util-linux"
+    probe = _privilege_drop_argv() if drops_privileges() else []
+    argv = probe + [exe, "--unshare-all", "--unshare-user", "--die-with-parent",
+                    "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+                    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                    "--proc", "/proc", "--dev", "/dev", "/bin/true"]
+    try:
+        out = subprocess.run(argv, capture_output=True, timeout=20, text=True)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap probe failed: {exc}"
+    if out.returncode != 0:
+        return False, ("bwrap cannot create namespaces here: " + out.stderr.strip()[-300:]
+                       + " (unprivileged user namespaces disabled? try "
+                       "`sysctl kernel.unprivileged_userns_clone=1`, or use docker)")
+    who = "uid 65534 on the host" if probe else f"uid {os.getuid()} on the host"
+    return True, f"bubblewrap {_version(exe)}; sandboxed code runs as {who}"
+
+
+def _version(exe: str) -> str:
+    try:
+        return subprocess.run([exe, "--version"], capture_output=True, text=True,
+                              timeout=5).stdout.split()[-1]
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return "?"
+
+
+def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
+               argv_prefix: list[str], status_fd: int, address_space_limit: bool) -> list[str]:
+    """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>."""
+    argv = _privilege_drop_argv() + [bwrap_path() or "bwrap"]
+    argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
+             "--hostname", "sandbox", "--die-with-parent", "--new-session",
+             "--cap-drop", "ALL", "--clearenv", "--json-status-fd", str(status_fd)]
+    for path in system_ro_paths() + python_ro_paths(python):
+        if os.path.islink(path):  # merged-/usr: /bin -> usr/bin etc.
+            argv += ["--symlink", os.readlink(path), path]
+        else:
+            argv += ["--ro-bind", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(64 << 20), "--tmpfs", "/tmp",
+             "--bind", scratch, SCRATCH, "--chdir", SCRATCH,
+             "--remount-ro", "/"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--"] + prlimit_argv(limits.rlimits(address_space=address_space_limit))
+    return argv + list(argv_prefix) + [python, "main.py"]
