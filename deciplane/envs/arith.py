@@ -1,0 +1,174 @@
+"""Procedural integer arithmetic word problems (benchmarks ``arith`` and ``arith-shift``).
+
+Calibrated for the default model (SmolLM2-135M-Instruct, see DESIGN.md "Built-in
+benchmarks"): its sampled pass@1 on 1-digit problems is ~20-40% and the majority vote
+over 8 samples is right more often — the regime where test-time RL has a signal;
+2-digit problems are too hard for it (the vote is rarely right).
+
+Difficulty levels
+    1. one operation ``a + b``, ``a - b`` (``a > b``) or ``a * b`` with 1-digit operands
+       (2..9), as a short story ("Mia has 7 apples. ...").
+    2. two operations with 1-digit operands: ``a + b - c`` or ``a * b + c``.
+    3. one operation with a 2-digit operand (``ab + c``, ``ab - c``, ``a * b`` with
+       ``a`` in 10..19), for users who want a harder set.
+
+Benchmarks
+    ``arith``: story templates set A, 85% level 1 and 15% level 2.
+    ``arith-shift``: the same family, shifted: story templates set B (different
+    phrasings and situations: shops, classrooms, containers), 60% level 1, 40% level 2.
+
+Splits ``train`` / ``valid`` / ``test`` are generated from disjoint seeds and then made
+disjoint *by problem text*: test is generated first, valid skips test's texts, train
+skips both. Everything is deterministic (``random.Random`` with string seeds): the same
+split is the same list on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+SPLIT_SIZES: dict[str, int] = {"train": 2000, "valid": 200, "test": 200}
+SPLIT_ORDER = ("test", "valid", "train")  # generation priority (disjointness by text)
+
+NAMES = ("Mia", "Leo", "Ava", "Noah", "Emma", "Liam", "Zoe", "Omar", "Lily", "Sam", "Nora",
+         "Ben", "Ivy", "Max", "Ella", "Kai", "Ruby", "Finn", "Luna", "Jack")
+OBJECTS = ("apples", "pencils", "marbles", "stickers", "cookies", "books", "cards", "shells",
+           "balloons", "coins", "oranges", "toy cars", "stamps", "crayons", "eggs")
+CONTAINERS = ("bags", "boxes", "baskets", "jars", "packs", "bowls")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One generated problem: text, integer answer, difficulty level, operation tag."""
+
+    text: str
+    answer: int
+    level: int
+    op: str
+
+
+# --- template set A (arith) ----------------------------------------------------------
+_A_ADD = ("{n1} has {a} {o}. {n2} gives {n1} {b} more {o}. How many {o} does {n1} have now?",
+          "There are {a} {o} on the table. {n1} puts {b} more {o} on the table. How many {o} "
+          "are on the table now?")
+_A_SUB = ("{n1} has {a} {o}. {n1} gives {b} {o} to {n2}. How many {o} does {n1} have left?",
+          "There are {a} {o} in a basket. {n1} takes {b} {o} out. How many {o} are left in "
+          "the basket?")
+_A_MUL = ("{n1} has {a} {c}. Each of the {c} holds {b} {o}. How many {o} does {n1} have in "
+          "total?",
+          "{n1} makes {a} piles of {o} with {b} {o} in each pile. How many {o} are there in "
+          "all?")
+_A_ADD_SUB = ("{n1} has {a} {o}. {n2} gives {n1} {b} more {o}. Then {n1} loses {d} {o}. How "
+              "many {o} does {n1} have now?",)
+_A_MUL_ADD = ("{n1} has {a} {c} with {b} {o} in each, and {d} loose {o}. How many {o} does "
+              "{n1} have in total?",)
+
+# --- template set B (arith-shift) ----------------------------------------------------
+_B_ADD = ("A shop sold {a} {o} in the morning and {b} {o} in the afternoon. How many {o} did "
+          "the shop sell that day?",
+          "In a classroom, {n1} counts {a} {o} and {n2} counts {b} {o}. How many {o} did they "
+          "count together?")
+_B_SUB = ("A shop had {a} {o}. It sold {b} of them. How many {o} does the shop still have?",
+          "{n1} needs {a} {o} for a project and already has {b}. How many more {o} does {n1} "
+          "need?")
+_B_MUL = ("A shelf has {a} rows with {b} {o} in every row. How many {o} are on the shelf?",
+          "Each of {a} friends brings {b} {o} to a party. How many {o} are at the party?")
+_B_ADD_SUB = ("A shop had {a} {o}, got a delivery of {b} more, then sold {d}. How many {o} "
+              "does the shop have now?",)
+_B_MUL_ADD = ("A teacher gives {a} students {b} {o} each and keeps {d} {o} for herself. How "
+              "many {o} did she have?",)
+
+TEMPLATE_SETS: dict[str, dict[str, Sequence[str]]] = {
+    "A": {"+": _A_ADD, "-": _A_SUB, "*": _A_MUL, "+-": _A_ADD_SUB, "*+": _A_MUL_ADD},
+    "B": {"+": _B_ADD, "-": _B_SUB, "*": _B_MUL, "+-": _B_ADD_SUB, "*+": _B_MUL_ADD},
+}
+
+
+@dataclass(frozen=True)
+class ArithSpec:
+    """How one arith benchmark is generated."""
+
+    name: str
+    templates: str                       # key of TEMPLATE_SETS
+    level_weights: Mapping[int, float]   # difficulty level -> probability
+    description: str
+
+
+SPECS: dict[str, ArithSpec] = {
+    "arith": ArithSpec("arith", "A", {1: 0.85, 2: 0.15},
+                       "integer word problems, 1-digit operands (85% one step, 15% two)"),
+    "arith-shift": ArithSpec("arith-shift", "B", {1: 0.6, 2: 0.4},
+                             "shifted arith: new story templates, 40% two-step problems"),
+}
+
+
+def _operands(rng: random.Random, level: int) -> tuple[str, int, int, int]:
+    """(op tag, a, b, c) for a difficulty level; results are never negative."""
+    if level == 1:
+        op = rng.choice("+-*")
+        if op == "-":
+            a = rng.randint(3, 9)
+            return op, a, rng.randint(2, a - 1), 0
+        return op, rng.randint(2, 9), rng.randint(2, 9), 0
+    if level == 2:
+        op = rng.choice(("+-", "*+"))
+        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        c = rng.randint(2, min(9, a + b - 1)) if op == "+-" else rng.randint(2, 9)
+        return op, a, b, c
+    if level == 3:
+        op = rng.choice("+-*")
+        a, b = (rng.randint(10, 19), rng.randint(2, 9)) if op == "*" else \
+            (rng.randint(10, 99), rng.randint(2, 9))
+        return op, a, b, 0
+    raise ValueError(f"difficulty level must be 1, 2 or 3, got {level!r}")
+
+
+def _answer(op: str, a: int, b: int, c: int) -> int:
+    return {"+": a + b, "-": a - b, "*": a * b, "+-": a + b - c, "*+": a * b + c}[op]
+
+
+def make_problem(rng: random.Random, level: int, templates: str = "A") -> Problem:
+    """One problem of the given level from a template set, drawn with ``rng``."""
+    op, a, b, c = _operands(rng, level)
+    tset = TEMPLATE_SETS[templates]
+    # level-3 problems reuse the one-operation stories
+    template = rng.choice(tset[op])
+    n1, n2 = rng.sample(NAMES, 2)
+    text = template.format(n1=n1, n2=n2, o=rng.choice(OBJECTS), c=rng.choice(CONTAINERS),
+                           a=a, b=b, d=c)
+    return Problem(text=text, answer=_answer(op, a, b, c), level=level, op=op)
+
+
+def generate(spec: ArithSpec, n: int, seed: str, exclude: set[str] | frozenset = frozenset()
+             ) -> list[Problem]:
+    """``n`` distinct problems (by text) not in ``exclude``, deterministic in ``seed``."""
+    rng = random.Random(f"deciplane/{spec.name}/{seed}")
+    levels, weights = zip(*sorted(spec.level_weights.items()))
+    seen, out = set(exclude), []
+    for _ in range(200 * n + 1000):
+        if len(out) == n:
+            return out
+        level = rng.choices(levels, weights)[0]
+        p = make_problem(rng, level, spec.templates)
+        if p.text not in seen:
+            seen.add(p.text)
+            out.append(p)
+    raise RuntimeError(f"could not generate {n} distinct {spec.name} problems; "
+                       "lower the split size or add templates")
+
+
+def generate_splits(name: str, sizes: Mapping[str, int] = SPLIT_SIZES) -> dict[str, list[Problem]]:
+    """All splits of benchmark ``name``, disjoint by problem text (test first)."""
+    spec = SPECS[name]
+    taken: set[str] = set()
+    out: dict[str, list[Problem]] = {}
+    for split in SPLIT_ORDER:
+        out[split] = generate(spec, sizes[split], seed=split, exclude=taken)
+        taken.update(p.text for p in out[split])
+    return out
+
+
+__all__ = ["Problem", "ArithSpec", "SPECS", "SPLIT_SIZES", "make_problem", "generate",
+           "generate_splits", "TEMPLATE_SETS"]

@@ -1,0 +1,134 @@
+"""``deciplane/Math-v0``: single-turn math problems with a math-verify reward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+
+from deciplane.envs.answers import extract_answer
+from deciplane.envs.benchmarks import LabeledItem, load_labeled
+from deciplane.envs.math_verify_safe import DEFAULT_TIMEOUT_S, check_text, verify_math
+from deciplane.errors import InvalidAnswer
+
+MAX_ANSWER_CHARS = 8192
+
+
+class MathEnv(gym.Env[str, str]):
+    """Answer a math problem in one step; reward 1 if the answer is right.
+
+    Description
+        One episode = one problem of a built-in benchmark (``arith``, ``arith-shift``,
+        ``mmath-en``; see ``deciplane benchmarks``). This environment is for *training
+        with rewards*: it holds the gold answers of its split in-process. For held-out
+        evaluation use ``deciplane.envs.load_benchmark`` and its scorer, which keeps the
+        gold in another process.
+
+    Observation
+        ``spaces.Text``: the problem text.
+
+    Action
+        ``spaces.Text``: the answer text — a bare answer (``"12"``, ``"\\frac12"``) or a
+        whole response. The answer is extracted by the allowed rules only (last
+        ``\\boxed{}``, "the answer is ...", last number; ``deciplane.envs.answers``).
+        A non-``str`` action or text that is not valid UTF-8 raises
+        ``deciplane.errors.InvalidAnswer``.
+
+    Reward
+        1.0 if the extracted answer is equivalent to the gold per math-verify (run in a
+        worker process with a timeout, see ``math_verify_safe``), else 0.0. An empty
+        answer, or one with no extractable answer, gets 0.0 and ``info["empty_answer"]``
+        / ``info["no_answer"]`` set to True; a verification timeout gets 0.0.
+
+    Episode end
+        ``terminated=True`` after the single step; ``truncated`` is always False.
+        ``step`` before ``reset`` or after the end raises ``gymnasium.error.ResetNeeded``.
+
+    Arguments
+        ``benchmark`` (str, default ``"arith"``), ``split`` (str, default ``"train"``),
+        ``limit`` (int | None: the first ``limit`` problems of the split),
+        ``verify_timeout_s`` (float, default 5.0).
+        ``reset(seed=..., options={"index": i})`` picks problem ``i``; without it the
+        problem is drawn with the environment's RNG. ``info`` carries ``task_id``,
+        ``index``, ``meta``; after ``step`` also ``correct``, ``extracted``,
+        ``empty_answer``, ``no_answer``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(self, benchmark: str = "arith", split: str = "train", limit: int | None = None,
+                 verify_timeout_s: float = DEFAULT_TIMEOUT_S, render_mode: str | None = None):
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.benchmark, self.split = benchmark, split
+        self.verify_timeout_s = float(verify_timeout_s)
+        self.render_mode = render_mode
+        self._items: list[LabeledItem]
+        self._items, self.split_fingerprint = load_labeled(benchmark, split, limit)
+        longest = max(len(it.prompt) for it in self._items)
+        self.observation_space = spaces.Text(max_length=max(longest, 1),
+                                             charset=_charset(self._items))
+        self.action_space = spaces.Text(max_length=64)
+        self._current: LabeledItem | None = None
+        self._index = -1
+        self._last = ""
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if options and "index" in options:
+            index = int(options["index"])
+            if not 0 <= index < len(self._items):
+                raise IndexError(f"options['index'] must be in [0, {len(self._items)}), "
+                                 f"got {index}")
+        else:
+            index = int(self.np_random.integers(len(self._items)))
+        self._index, self._current = index, self._items[index]
+        self._last = self._current.prompt
+        return self._current.prompt, self._info()
+
+    def _info(self) -> dict[str, Any]:
+        assert self._current is not None
+        return {"task_id": self._current.id, "index": self._index,
+                "meta": dict(self._current.meta)}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._current is None:
+            raise ResetNeeded("call reset() before step(); Math-v0 episodes are one step")
+        text = check_text(action, "the answer (action)")
+        if len(text) > MAX_ANSWER_CHARS:
+            text = text[-MAX_ANSWER_CHARS:]  # the final answer is at the end
+        info = self._info()
+        extracted = extract_answer(text)
+        correct = bool(extracted) and verify_math(extracted, self._current.gold,
+                                                  timeout_s=self.verify_timeout_s)
+        info.update(correct=correct, extracted=extracted, empty_answer=not text.strip(),
+                    no_answer=extracted is None)
+        obs = self._current.prompt
+        self._last = f"{obs}\n> {text}\n{'correct' if correct else 'wrong'}"
+        self._current = None
+        return obs, float(correct), True, False, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last
+        return None
+
+
+def _charset(items: list[LabeledItem]) -> frozenset[str]:
+    """Every character of the prompts plus alphanumerics: the observation space must
+    contain the observations (``check_env`` verifies it)."""
+    from gymnasium.spaces.text import alphanumeric
+
+    chars = set(alphanumeric)
+    for it in items:
+        chars.update(it.prompt)
+    return frozenset(chars)
+
+
+__all__ = ["MathEnv", "InvalidAnswer"]
