@@ -31,6 +31,20 @@ def envs_cmd() -> None:
 # ---- sections added by the individual features below --------------------------------
 
 
+@app.command("benchmarks")
+def benchmarks_cmd() -> None:
+    """List built-in math benchmarks and the number of tasks in each split."""
+    from deciplane.envs.benchmarks import DESCRIPTIONS, list_benchmarks
+
+    table = Table("benchmark", "splits (tasks)", "description")
+    for name, sizes in list_benchmarks().items():
+        splits = ", ".join(f"{s} {n}" for s, n in sizes.items())
+        table.add_row(name, splits, DESCRIPTIONS.get(name, ""))
+    console.print(table)
+    console.print("load with: tasks, scorer = deciplane.envs.load_benchmark(NAME, SPLIT)",
+                  highlight=False)
+
+
 def main() -> None:  # pragma: no cover
     app()
 
