@@ -189,7 +189,7 @@ class Sandbox:
                 _check_bwrap_status(raw, _read_all(rfd))
             else:
                 from deciplane.envs.sandbox import namespace
-                namespace.check_status(raw)
+                namespace.check_status(raw, scratch)
             got = collect(scratch, collect_files, limits.max_file_bytes)
         finally:
             for fd in (rfd, wfd):
