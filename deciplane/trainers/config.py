@@ -226,10 +226,12 @@ class RLiDPPOConfig(TrainConfig):
     """DAPO clip-higher upper epsilon; null = symmetric."""
     length_balanced: bool = True
     """Weight decision i of episode e by mean length / L_e (plain mean, METHODS §1)."""
-    beta_menu: float = 0.0
-    """Coefficient of the menu-marginal KL(U || pbar)."""
-    entropy_coef: float = 0.0
-    """Per-decision entropy bonus (a different objective from beta_menu)."""
+    bias_control: Literal["none", "menu_kl", "entropy"] = "menu_kl"
+    """Label/position-bias control: menu-marginal KL(U || pbar), a per-decision entropy bonus, or none."""
+    beta_menu: float = 0.01
+    """Coefficient of the menu-marginal KL(U || pbar) (bias_control=menu_kl)."""
+    entropy_coef: float = 0.01
+    """Per-decision entropy bonus coefficient (bias_control=entropy)."""
     temperature: float = 1.0
     """Sampling temperature of menu decisions during rollouts."""
     history: int = 2

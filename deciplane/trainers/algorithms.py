@@ -1,0 +1,393 @@
+"""The algorithms the trainer runs; each supplies its rollout, its loss and its evaluation.
+
+* :class:`MenuPPO` — RLiD: PPO on menu decisions (METHODS §1) with length-balanced
+  weights and one bias control, optionally + distillation to a teacher (the env expert
+  one-hot, or another policy's menu distribution) on the student's own states, combined by
+  CORD in the trainer (METHODS §3); optional behaviour-cloning warm start.
+* :class:`TextPPO` — the free-text agent trained token-level (PPO, clip / clip-higher) or
+  with TLM-DRE turn weights (METHODS §2), each token keeping its turn id.
+* :class:`MathGRPO` — single-turn GRPO family on ``deciplane/Math-v0`` through
+  :mod:`deciplane.trainers.single_turn`.
+
+Loss formulas all come from :mod:`deciplane.objectives`; nothing here re-derives them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from deciplane.errors import ConfigError
+from deciplane.objectives.advantages import (ADVANTAGE_ESTIMATORS, is_degenerate_batch)
+from deciplane.trainers.config import (DistillConfig, MathGRPOConfig, RLiDPPOConfig,
+                                       TextPPOConfig, TrainConfig)
+from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.rollout import (collect_menu_episodes, collect_text_episodes,
+                                        trajectory_rewards)
+from deciplane.trainers.trainer import Algorithm, Objectives, RolloutBatch
+from deciplane.types import Decision, Trajectory
+
+
+def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-trajectory advantages from the chosen estimator; returns ``(adv, group_ids)``."""
+    keys = {k: i for i, k in enumerate(dict.fromkeys(group_keys))}
+    gids = torch.tensor([keys[k] for k in group_keys], dtype=torch.long)          # (N,)
+    r = torch.as_tensor(rewards, dtype=torch.float32)                            # (N,)
+    return ADVANTAGE_ESTIMATORS[estimator](r, gids), gids
+
+
+# ---------------------------------------------------------------------------------------
+# RLiD: PPO on menu decisions (+ CORD distillation, + BC warm start)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class DecisionBatch:
+    """Flattened decisions of a rollout, with everything the loss needs (all detached)."""
+
+    decisions: list[Decision]
+    actions: torch.Tensor        # (N,) chosen index
+    old_logp: torch.Tensor       # (N,) old log-prob of the chosen index
+    advantages: torch.Tensor     # (N,) the episode's advantage, per decision
+    episode_ids: torch.Tensor    # (N,)
+    weights: torch.Tensor        # (N,) length-balanced weights over the whole batch
+    menu_keys: list[tuple[str, ...]]
+    expert: list[int | None]     # env expert's menu index per decision
+
+
+def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
+                      ) -> DecisionBatch:
+    from deciplane.objectives.rlid import length_balanced_weights
+
+    decisions, acts, old, advs, eps, keys, expert = [], [], [], [], [], [], []
+    for e, tr in enumerate(trajs):
+        for t in tr.turns:
+            d = t.decision
+            decisions.append(d)
+            acts.append(d.index)
+            old.append(float(d.log_probs[d.index]))
+            advs.append(float(adv[e]))
+            eps.append(e)
+            keys.append(tuple(d.labels))
+            expert.append(t.expert_index)
+    ep = torch.tensor(eps, dtype=torch.long)
+    w = (length_balanced_weights(ep) if length_balanced and len(eps)
+         else torch.ones(len(eps)))
+    return DecisionBatch(decisions, torch.tensor(acts, dtype=torch.long),
+                         torch.tensor(old, dtype=torch.float32),
+                         torch.tensor(advs, dtype=torch.float32), ep, w, keys, expert)
+
+
+def pad_menu_log_probs(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack ``(K_i,)`` menu log-probs into ``(N, Kmax)`` plus the menu mask."""
+    kmax = max(int(r.shape[0]) for r in rows)
+    lp = torch.stack([torch.nn.functional.pad(r, (0, kmax - r.shape[0]), value=-1e9)
+                      for r in rows])                                             # (N, K)
+    mask = torch.stack([torch.arange(kmax) < r.shape[0] for r in rows])          # (N, K)
+    return lp, mask
+
+
+def menu_ids(keys: list[tuple[str, ...]]) -> torch.Tensor:
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return torch.tensor([index[k] for k in keys], dtype=torch.long)
+
+
+def expert_distill_loss(log_probs: torch.Tensor, expert: list[int | None]
+                        ) -> tuple[torch.Tensor, int]:
+    """``KL(onehot(expert) || pi) = -log pi(expert|s)`` summed over decisions that have an
+    expert action; returns ``(sum, count)``."""
+    rows = [i for i, e in enumerate(expert) if e is not None]
+    if not rows:
+        return log_probs.sum() * 0.0, 0
+    idx = torch.tensor(rows)
+    tgt = torch.tensor([expert[i] for i in rows], dtype=torch.long)
+    return -log_probs[idx].gather(1, tgt[:, None]).sum(), len(rows)
+
+
+def policy_distill_loss(log_probs: torch.Tensor, teacher_log_probs: torch.Tensor,
+                        mask: torch.Tensor) -> torch.Tensor:
+    """``sum_i KL(pi_teacher(.|s_i) || pi(.|s_i))`` over the menu slots: scalar."""
+    pt = teacher_log_probs.exp()
+    kl = torch.where(mask, pt * (teacher_log_probs - log_probs), torch.zeros_like(pt))
+    return kl.sum()
+
+
+class MenuPPO(Algorithm):
+    """RLiD-PPO for the decision-plane menu agent (METHODS §1, §3)."""
+
+    config: RLiDPPOConfig
+
+    def __init__(self, config: RLiDPPOConfig, policy: Any) -> None:
+        super().__init__(config, policy)
+        from deciplane.agents.menu import MenuAgent
+        from deciplane.objectives.rlid import RLiDConfig
+
+        c = config
+        self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
+        self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
+        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
+        self.rlid = RLiDConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
+                               length_balance=c.length_balanced, bias_control=c.bias_control,
+                               beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
+        self.teacher = None
+        if c.distill.enabled and c.distill.teacher == "policy":
+            from deciplane.agents import load_policy
+
+            tp = load_policy(c.distill.teacher_model)
+            tp.model.eval()
+            for p in tp.model.parameters():
+                p.requires_grad_(False)
+            self.teacher = MenuAgent(tp, greedy=True, history=c.history)
+
+    def distill_config(self) -> DistillConfig | None:
+        return self.config.distill
+
+    def split_fingerprints(self) -> dict[str, str]:
+        return self.suite.fingerprints()
+
+    def rollout(self, iteration: int, seed: int) -> RolloutBatch:
+        c = self.config
+        vec, reset_seeds = self.suite.train_batch(seed)
+        self.policy.model.eval()
+        with torch.no_grad():
+            trajs, stats = collect_menu_episodes(self.agent, vec, reset_seeds,
+                                                 c.env.group_size, c.env.max_episode_steps,
+                                                 seed)
+        self.policy.model.train()
+        rewards = trajectory_rewards(trajs, c.reward, c.step_penalty)
+        adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
+        data = flatten_decisions(trajs, adv, c.length_balanced)
+        metrics = stats.metrics()
+        metrics["rollout/reward"] = float(rewards.mean())
+        metrics["rollout/adv_abs"] = float(adv.abs().mean())
+        return RolloutBatch(n_units=len(data.decisions), data=data, env_steps=stats.env_steps,
+                            episodes=stats.episodes,
+                            degenerate=is_degenerate_batch(torch.as_tensor(rewards), gids),
+                            metrics=metrics)
+
+    def loss(self, batch: RolloutBatch, micro: list[int], optimizer_batch: list[int]
+             ) -> Objectives:
+        from deciplane.objectives.rlid import rlid_loss
+
+        d: DecisionBatch = batch.data
+        decs = [d.decisions[i] for i in micro]
+        lp, mask = pad_menu_log_probs(self.agent.menu_log_probs(decs))           # (n, K)
+        idx = torch.tensor(micro)
+        out = rlid_loss(self.rlid, lp, d.actions[idx], d.old_logp[idx], d.advantages[idx],
+                        d.episode_ids[idx], mask, menu_ids([d.menu_keys[i] for i in micro]),
+                        weights=d.weights[idx])
+        share = len(micro) / len(optimizer_batch)
+        metrics = dict(out.metrics)
+        distill = None
+        if self.config.distill.enabled:
+            distill, m = self._distill(lp.float(), mask, decs, d, micro, optimizer_batch)
+            metrics.update(m)
+        return Objectives(task=out.loss * share, distill=distill, metrics=metrics)
+
+    def _distill(self, lp: torch.Tensor, mask: torch.Tensor, decs: list[Decision],
+                 d: DecisionBatch, micro: list[int], optimizer_batch: list[int]
+                 ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Distillation on the student's own visited states, as a mean over the optimizer
+        batch's decisions that have a teacher target."""
+        if self.config.distill.teacher == "expert":
+            total = sum(d.expert[i] is not None for i in optimizer_batch)
+            s, n = expert_distill_loss(lp, [d.expert[i] for i in micro])
+            agree = [int(lp[j].argmax()) == d.expert[i] for j, i in enumerate(micro)
+                     if d.expert[i] is not None]
+            m = {"distill/expert_agreement": float(np.mean(agree)) if agree else 0.0}
+        else:
+            with torch.no_grad():
+                t_lp, _ = pad_menu_log_probs(self.teacher.menu_log_probs(decs))
+            total = len(optimizer_batch)
+            s = policy_distill_loss(lp, t_lp.float(), mask)
+            m = {}
+        loss = s / max(total, 1)
+        m["loss/distill"] = float(loss.detach()) * len(optimizer_batch) / max(len(micro), 1)
+        return loss, m
+
+    def warm_start(self, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+        """Behaviour cloning on expert episodes (the env's expert actions), if configured."""
+        c = self.config
+        if c.bc.episodes <= 0:
+            return None
+        from deciplane.trainers.rollout import collect_expert_episodes
+
+        from deciplane.trainers.checkpoint import iteration_seed
+
+        seed = iteration_seed(c.seed, -1, "bc")
+        vec, seeds = self.suite.train_batch(seed, episodes=c.bc.episodes)
+        with torch.no_grad():
+            trajs, stats = collect_expert_episodes(self.agent, vec, seeds, c.env.max_episode_steps,
+                                                   seed)
+        decs = [t.decision for tr in trajs for t in tr.turns]
+        targets = [t.expert_index for tr in trajs for t in tr.turns]
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        bc_opt = torch.optim.AdamW(params, lr=c.bc.lr)
+        gen = torch.Generator().manual_seed(seed)
+        losses = []
+        mbs = c.optim.micro_batch_size
+        for _ in range(c.bc.epochs):
+            perm = torch.randperm(len(decs), generator=gen).tolist()
+            for s in range(0, len(perm), mbs):
+                part = perm[s:s + mbs]
+                lp, _ = pad_menu_log_probs(self.agent.menu_log_probs([decs[i] for i in part]))
+                loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
+                loss = loss / max(n, 1)
+                bc_opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm or float("inf"))
+                bc_opt.step()
+                losses.append(float(loss))
+        for p in params:
+            p.grad = None
+        return {"kind": "behaviour cloning on env expert actions", "episodes": stats.episodes,
+                "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
+                "final_loss": losses[-1] if losses else None}
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
+                                   collect_menu_episodes, model=self.policy.model)
+
+    def close(self) -> None:
+        self.suite.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Free-text agent: token PPO or TLM-DRE
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TextBatch:
+    trajs: list[Trajectory]
+    advantages: torch.Tensor     # (N,) per trajectory
+    n_tokens: list[int]          # response tokens per trajectory
+
+
+class TextPPO(Algorithm):
+    """Free-text agent, trajectory-level units: every turn's response tokens are scored
+    under their own prompt and concatenated with a token-to-turn id tensor."""
+
+    config: TextPPOConfig
+
+    def __init__(self, config: TextPPOConfig, policy: Any) -> None:
+        super().__init__(config, policy)
+        from deciplane.agents import TextAgent
+        from deciplane.objectives.policy_loss import PolicyLossConfig
+        from deciplane.objectives.tlm_dre import TLMDREConfig as ObjTLM
+
+        c = config
+        self.agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
+                               temperature=c.temperature, history=c.history)
+        self.eval_agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
+                                    greedy=True, history=c.history)
+        self.suite = EnvSuite(c.env, expert=False)
+        self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
+                                    aggregation="token_mean")
+        t = c.tlm_dre
+        self.tlm = ObjTLM(tau=t.tau, s_min=t.s_min, s_max=t.s_max, alpha_pos=t.alpha_pos,
+                          alpha_neg=t.alpha_neg, eps_low_pos=t.eps_low_pos,
+                          eps_high_pos=t.eps_high_pos, eps_low_neg=t.eps_low_neg,
+                          eps_high_neg=t.eps_high_neg)
+
+    def split_fingerprints(self) -> dict[str, str]:
+        return self.suite.fingerprints()
+
+    def rollout(self, iteration: int, seed: int) -> RolloutBatch:
+        c = self.config
+        vec, reset_seeds = self.suite.train_batch(seed)
+        self.policy.model.eval()
+        with torch.no_grad():
+            trajs, stats = collect_text_episodes(self.agent, vec, reset_seeds, c.env.group_size,
+                                                 c.env.max_episode_steps, seed)
+        self.policy.model.train()
+        rewards = trajectory_rewards(trajs, c.reward, c.step_penalty, c.invalid_penalty)
+        adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
+        ntok = [sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs]
+        metrics = stats.metrics()
+        metrics["rollout/reward"] = float(rewards.mean())
+        metrics["rollout/tokens_per_turn"] = sum(ntok) / max(1, stats.env_steps)
+        return RolloutBatch(n_units=len(trajs), data=TextBatch(trajs, adv, ntok),
+                            env_steps=stats.env_steps, episodes=stats.episodes,
+                            degenerate=is_degenerate_batch(torch.as_tensor(rewards), gids),
+                            metrics=metrics)
+
+    def _token_tensors(self, trajs: list[Trajectory], model: Any | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Current (or ``model``'s) log-probs ``(B, T)``, old log-probs ``(B, T)`` and turn ids
+        ``(B, T)`` (-1 on padding) of the trajectories' concatenated response tokens."""
+        prompts = [t.prompt_ids for tr in trajs for t in tr.turns]
+        resps = [t.response_ids for tr in trajs for t in tr.turns]
+        per_turn = self.policy.sequence_logprobs(prompts, resps,
+                                                 temperature=self.config.temperature,
+                                                 model=model)
+        tmax = max(1, max(sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs))
+        b = len(trajs)
+        logp = torch.zeros(b, tmax)
+        old = torch.zeros(b, tmax)
+        tid = torch.full((b, tmax), -1, dtype=torch.long)
+        rows_lp: list[list[torch.Tensor]] = [[] for _ in range(b)]
+        k = 0
+        for i, tr in enumerate(trajs):
+            pos = 0
+            for j, t in enumerate(tr.turns):
+                n = int(t.response_ids.numel())
+                rows_lp[i].append(per_turn[k])
+                old[i, pos:pos + n] = t.response_logprobs.float()
+                tid[i, pos:pos + n] = j
+                pos += n
+                k += 1
+        logp = torch.stack([torch.nn.functional.pad(torch.cat(r) if r else torch.zeros(0),
+                                                    (0, tmax - sum(x.numel() for x in r)))
+                            for r in rows_lp])                                    # (B, T)
+        return logp.float(), old, tid
+
+    def loss(self, batch: RolloutBatch, micro: list[int], optimizer_batch: list[int]
+             ) -> Objectives:
+        from deciplane.objectives.policy_loss import policy_loss
+        from deciplane.objectives.tlm_dre import tlm_dre_loss
+
+        data: TextBatch = batch.data
+        trajs = [data.trajs[i] for i in micro]
+        adv = data.advantages[torch.tensor(micro)]                                # (B,)
+        logp, old, tid = self._token_tensors(trajs)
+        if self.config.tlm_dre.enabled:
+            with torch.no_grad(), self.policy.reference() as ref:
+                ref_lp, _, _ = self._token_tensors(trajs, model=ref)
+            out = tlm_dre_loss(self.tlm, logp, old, ref_lp, adv, tid)
+            share = len(micro) / len(optimizer_batch)  # mean over trajectories
+        else:
+            out = policy_loss(self.ppo, logp, old, adv, tid >= 0)
+            tokens = sum(data.n_tokens[i] for i in micro)
+            share = tokens / max(1, sum(data.n_tokens[i] for i in optimizer_batch))
+        return Objectives(task=out.loss * share, metrics=dict(out.metrics))
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
+                                   collect_text_episodes, model=self.policy.model)
+
+    def close(self) -> None:
+        self.suite.close()
+
+
+ALGORITHMS: dict[str, Callable[[Any, Any], Algorithm]] = {
+    "rlid_ppo": MenuPPO,
+    "text_ppo": TextPPO,
+}
+"""algorithm name (``config.algorithm``) -> Algorithm class."""
+
+
+def _register_math() -> None:
+    from deciplane.trainers.math_grpo import MathGRPO
+
+    ALGORITHMS["math_grpo"] = MathGRPO
+
+
+try:  # single-turn GRPO needs deciplane.trainers.single_turn
+    _register_math()
+except ImportError:  # pragma: no cover - during development only
+    pass

@@ -1,0 +1,191 @@
+"""Environment suites for training and evaluation: which game each episode plays.
+
+For ``deciplane/TextWorld-v0`` a split is a list of game files
+(:func:`deciplane.envs.make_game_suite`). Each sub-env of the rollout's
+``gymnasium.vector.SyncVectorEnv`` is a :class:`GameSlotEnv`: its reset seed picks the
+game (``game = seed mod n_games``), so a group — the episodes that share an initial state —
+is simply the set of sub-envs reset with the same seed. Evaluation plays every game of the
+split once (or ``episodes`` episodes cycling through the games).
+
+Any other registered environment (a plug-in with the menu contract) runs in *seed mode*:
+the reset seed is the initial state, and evaluation uses seeds ``0..episodes-1`` of an env
+built with ``split=<split>`` when it accepts that argument.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from deciplane.trainers.config import EnvConfig
+from deciplane.trainers.rollout import RolloutStats, make_vector_env
+
+TEXTWORLD = "deciplane/TextWorld-v0"
+
+
+class GameSlotEnv(gym.Wrapper):
+    """One sub-env of a rollout: plays game ``seed % len(games)`` of its list on reset.
+
+    The inner TextWorld env of the current game is kept; switching games builds a new one
+    (game files load in milliseconds, much cheaper than the model's forward passes).
+    """
+
+    def __init__(self, make: Callable[[str], gym.Env], games: Sequence[str]) -> None:
+        self._make = make
+        self._games = [str(g) for g in games]
+        self._current = 0
+        super().__init__(make(self._games[0]))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        game = (seed or 0) % len(self._games)
+        if game != self._current:
+            self.env.close()
+            self.env = self._make(self._games[game])
+            self._current = game
+        obs, info = self.env.reset(seed=seed, options=options)
+        info = dict(info)
+        info["game"] = self._games[game]
+        return obs, info
+
+
+class EnvSuite:
+    """Builds the rollout vector env of an iteration and runs evaluations."""
+
+    def __init__(self, cfg: EnvConfig, expert: bool = False) -> None:
+        self.cfg = cfg
+        self.expert = expert
+        self.kwargs = dict(cfg.kwargs)
+        self.textworld = cfg.id == TEXTWORLD
+        self._suites: dict[str, Any] = {}
+        self._vec: dict[int, gym.vector.VectorEnv] = {}
+        self._fps: dict[str, str] = {}
+
+    # ---- games -----------------------------------------------------------------------------
+    def games(self, split: str) -> list[str]:
+        """Game files of ``split`` (TextWorld only)."""
+        if split not in self._suites:
+            from deciplane.envs import make_game_suite
+
+            spec = self.kwargs.get("games", "embedded")
+            if isinstance(spec, (list, tuple)):
+                paths = [str(p) for p in spec]
+                self._suites[split] = paths
+                self._fps[split] = "user-games"
+            else:
+                opts = dict(self.kwargs.get("suite_options", {}))
+                suite = make_game_suite(spec, split, **opts)
+                self._suites[split] = [str(p) for p in suite.paths]
+                self._fps[split] = suite.fingerprint
+        return self._suites[split]
+
+    def fingerprints(self) -> dict[str, str]:
+        return dict(self._fps)
+
+    def _make_env(self, split: str) -> Callable[..., gym.Env]:
+        kw = {k: v for k, v in self.kwargs.items() if k not in ("games", "suite_options")}
+        steps = self.cfg.max_episode_steps
+        if self.textworld:
+            if self.expert:
+                kw["expert"] = True
+
+            def make_game(path: str) -> gym.Env:
+                return gym.make(TEXTWORLD, games=[path], max_episode_steps=steps, **kw)
+
+            games = self.games(split)
+            return lambda: GameSlotEnv(make_game, games)
+        params = _env_params(self.cfg.id)
+        if self.expert and "expert" in params:
+            kw["expert"] = True
+        if "split" in params:
+            kw["split"] = split
+        return lambda: gym.make(self.cfg.id, max_episode_steps=steps, **kw)
+
+    def _vector(self, split: str, n: int) -> gym.vector.VectorEnv:
+        key = hash((split, n))
+        if key not in self._vec:
+            self._vec[key] = make_vector_env([self._make_env(split) for _ in range(n)])
+        return self._vec[key]
+
+    # ---- training --------------------------------------------------------------------------
+    def train_batch(self, seed: int, episodes: int | None = None
+                    ) -> tuple[gym.vector.VectorEnv, list[int]]:
+        """The vector env and the per-group reset seeds of one iteration.
+
+        ``games_per_iteration`` groups of ``group_size`` sub-envs each (or ``episodes``
+        single-episode groups for expert/BC collection). Games are drawn without
+        replacement while the split has enough, from an RNG seeded by ``seed``.
+        """
+        c = self.cfg
+        groups = episodes if episodes is not None else c.games_per_iteration
+        per = 1 if episodes is not None else c.group_size
+        rng = np.random.default_rng(seed % (2**63))
+        if self.textworld:
+            n_games = len(self.games(c.train_split))
+            order = np.concatenate([rng.permutation(n_games)
+                                    for _ in range(-(-groups // n_games))])[:groups]
+            # seed = game + n_games * k: the game is fixed, k varies the env's own RNG
+            reset = [int(g) + n_games * int(rng.integers(1, 1 << 20)) for g in order]
+        else:
+            reset = [int(s) for s in rng.choice(2**31 - 1, size=groups, replace=False)]
+        return self._vector(c.train_split, groups * per), reset
+
+    # ---- evaluation ------------------------------------------------------------------------
+    def eval_seeds(self, split: str, episodes: int | None) -> list[int]:
+        if self.textworld:
+            n = len(self.games(split))
+            count = n if episodes is None else episodes
+            return [i % n + n * (i // n) for i in range(count)]
+        return list(range(episodes or 10))
+
+    def evaluate(self, agent: Any, split: str, episodes: int | None, collect: Callable,
+                 model: Any = None, batch: int = 8) -> dict[str, float]:
+        """Play the split's evaluation episodes with ``agent`` (greedy); success rate etc."""
+        import torch
+
+        seeds = self.eval_seeds(split, episodes)
+        total = RolloutStats()
+        was_training = bool(model.training) if model is not None else False
+        if model is not None:
+            model.eval()
+        try:
+            for s in range(0, len(seeds), batch):
+                part = seeds[s:s + batch]
+                vec = self._vector(split, len(part))
+                with torch.no_grad():
+                    _, st = collect(agent, vec, part, 1, self.cfg.max_episode_steps, seed=0)
+                for k in ("env_steps", "episodes", "won", "invalid", "length_sum"):
+                    setattr(total, k, getattr(total, k) + getattr(st, k))
+                total.return_sum += st.return_sum
+        finally:
+            if model is not None and was_training:
+                model.train()
+        n = max(1, total.episodes)
+        out = {"success_rate": total.won / n, "episodes": total.episodes,
+               "mean_return": total.return_sum / n, "mean_steps": total.length_sum / n,
+               "invalid_rate": total.invalid / max(1, total.env_steps)}
+        if split in self._fps:
+            out["split_fingerprint"] = self._fps[split]
+        return out
+
+    def close(self) -> None:
+        for v in self._vec.values():
+            v.close()
+        self._vec.clear()
+
+
+def _env_params(env_id: str) -> set[str]:
+    """Constructor parameter names of a registered env (to pass ``split`` only if accepted)."""
+    spec = gym.spec(env_id)
+    ep = spec.entry_point
+    try:
+        if isinstance(ep, str):
+            mod, _, attr = ep.partition(":")
+            import importlib
+
+            ep = getattr(importlib.import_module(mod), attr)
+        return set(inspect.signature(ep).parameters)
+    except Exception:  # noqa: BLE001 - unknown signature: pass nothing extra
+        return set()
