@@ -50,8 +50,9 @@ def _check_menu(log_probs: torch.Tensor, menu_mask: torch.Tensor) -> torch.Tenso
 
 
 def _finite(log_probs: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Replace off-menu slots (maybe -inf) by a finite very negative value (no NaN grads)."""
-    return torch.where(m, log_probs, torch.full_like(log_probs, _NEG))
+    """Replace off-menu slots and -inf (probability 0) by a finite very negative value,
+    so ``p * log p`` is 0 and no gradient is NaN."""
+    return torch.where(m, log_probs.clamp(min=_NEG), torch.full_like(log_probs, _NEG))
 
 
 def menu_log_softmax(label_logits: torch.Tensor, menu_mask: torch.Tensor) -> torch.Tensor:
