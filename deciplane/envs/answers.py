@@ -76,19 +76,26 @@ def normalize_answer(answer: str | None) -> str | None:
     """
     if answer is None:
         return None
-    s = answer.strip()
-    s = s.strip("$").strip()
+    s = _strip_wrappers(answer)
     s = re.sub(r"\\(?:left|right)(?![A-Za-z])", "", s)
     s = re.sub(r"\\[!,;: ]", "", s)
     s = re.sub(r"\\[dt]frac", r"\\frac", s)
     s = re.sub(r"^\\text\{(.*)\}$", r"\1", s)
     s = re.sub(r"^[A-Za-z]\s*=\s*(?=\S)", "", s)
-    s = s.rstrip(".").strip()
+    s = _strip_wrappers(s)
     s = re.sub(r"\s+", " ", s)
     plain = s[1:] if s.startswith("+") else s
     if _PLAIN_NUMBER_RE.fullmatch(plain):
         s = _canonical_number(plain.replace(",", ""))
     return s or None
+
+
+def _strip_wrappers(s: str) -> str:
+    """Strip whitespace, ``$`` delimiters and trailing periods until nothing changes."""
+    prev = None
+    while s != prev:
+        prev, s = s, s.strip().rstrip(".").strip("$")
+    return s
 
 
 def _canonical_number(s: str) -> str:
