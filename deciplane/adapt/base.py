@@ -1,0 +1,359 @@
+"""The adapter protocol and what every test-time adapter shares (METHODS §5).
+
+An adapter gets a :class:`~deciplane.agents.Policy`, a config and a list of
+:class:`~deciplane.types.UnlabeledTask` (id, prompt, meta — no gold) and returns final
+answers ``{task_id: answer}``. Nothing in this API leads to a scorer or to gold: an
+adapter's constructor takes a policy and a config only, and ``run`` takes tasks only.
+The caller scores the answers afterwards (see :mod:`deciplane.adapt.runner`).
+
+Everything an adapter spends is counted in ``adapter.budget`` (a
+:class:`~deciplane.trainers.single_turn.Budget`); extra generations made only to draw the
+accuracy-vs-steps curve go to ``adapter.eval_budget`` instead. What the adapter saw
+(majority votes, per-sample pseudo-rewards, intermediate answers) is kept in
+``adapter.records`` so that gold-side diagnostics can be computed *by the scorer* after
+the run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
+
+from deciplane.errors import ConfigError
+from deciplane.trainers.single_turn import Budget, generate, generate_texts
+from deciplane.types import UnlabeledTask
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """Test-time adaptation on prompts only: ``run(tasks) -> {task_id: final answer}``."""
+
+    def run(self, tasks: list[UnlabeledTask]) -> dict[str, str]:  # pragma: no cover - protocol
+        ...
+
+
+# ---------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class AdaptConfig:
+    """Options every adapter has. Defaults are sized for a 2-core CPU; the paper values
+    of each adapter are in its ``PAPER`` mapping (``Config.paper()`` builds them)."""
+
+    finetune: Literal["lora", "full"] = "lora"
+    """`lora`: add LoRA adapters to the policy (if it has none) and train only them; `full`: train every weight."""
+    lora_rank: int = 16
+    """LoRA rank (finetune=lora)."""
+    lora_alpha: int = 32
+    """LoRA alpha (finetune=lora)."""
+    lr: float = 5e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip before every optimizer step (0 = off)."""
+    max_new_tokens: int = 32
+    """Tokens generated per response (samples and final answers)."""
+    temperature: float = 1.0
+    """Sampling temperature of the votes / training samples (also divides the logits in the loss)."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    prompts_per_step: int = 8
+    """Prompts per optimizer step."""
+    epochs: int = 1
+    """Passes over the task list (the order is shuffled per epoch with the seed)."""
+    max_steps: int | None = None
+    """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step))."""
+    micro_batch_size: int = 8
+    """Sequences per forward pass during updates."""
+    final_answer: Literal["greedy", "majority"] = "greedy"
+    """How the adapted policy answers: one greedy response, or a majority vote over `final_votes` samples."""
+    final_votes: int = 8
+    """Samples per task for final_answer=majority."""
+    checkpoints: int = 2
+    """Intermediate greedy answer sets recorded for the accuracy-vs-steps curve (scored after the run; not counted in the budget)."""
+    answer_batch: int = 32
+    """Prompts per generation call when answering."""
+    system_prompt: str | None = None
+    """System message for the chat template (null = the model's default)."""
+    instruction: str = ""
+    """Text appended to every task prompt (e.g. an answer-format hint); empty = the prompt as given."""
+    seed: int = 0
+    """Seed of the task order and of every sampling call."""
+
+    PAPER: typing.ClassVar[dict[str, Any]] = {}
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the field and the allowed values."""
+        name = type(self).__name__
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            v = getattr(self, f.name)
+            tp = hints.get(f.name)
+            if typing.get_origin(tp) is Literal and v not in typing.get_args(tp):
+                allowed = ", ".join(repr(a) for a in typing.get_args(tp))
+                raise ConfigError(f"{name}.{f.name} = {v!r} is not allowed; choose one of {allowed}")
+        for f in ("lora_rank", "lora_alpha", "max_new_tokens", "prompts_per_step", "epochs",
+                  "micro_batch_size", "final_votes", "answer_batch"):
+            if getattr(self, f) < 1:
+                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"{name}.max_steps = {self.max_steps} must be >= 1 or null")
+        for f in ("lr", "temperature"):
+            if not getattr(self, f) > 0:
+                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be > 0")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"{name}.top_p = {self.top_p} must be in (0, 1]")
+        for f in ("weight_decay", "max_grad_norm", "checkpoints"):
+            if getattr(self, f) < 0:
+                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 0")
+
+    @classmethod
+    def paper(cls, **overrides: Any):
+        """The config with the paper's values (far too large for a CPU), plus overrides."""
+        return cls(**{**cls.PAPER, **overrides})
+
+    def changed_from_paper(self) -> dict[str, dict[str, Any]]:
+        """``{field: {"paper": value, "used": value}}`` for every paper value not used."""
+        return {k: {"paper": v, "used": getattr(self, k)} for k, v in self.PAPER.items()
+                if getattr(self, k) != v}
+
+
+# ---------------------------------------------------------------------------------------
+# Records (adapter side: no gold anywhere)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class VoteRecord:
+    """One prompt's vote during adaptation (predictions only)."""
+
+    step: int
+    task_id: str
+    majority: str | None
+    answers: list[str | None]
+    rewards: list[float]
+    tie: bool
+    tied: list[str]
+
+
+@dataclass
+class AdaptRecords:
+    """What an adapter saw and did; the runner hands parts of it to the scorer after the
+    run (label accuracy of the votes, reward accuracy)."""
+
+    votes: list[VoteRecord] = field(default_factory=list)
+    checkpoints: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+    skipped_prompts: int = 0
+    ties: int = 0
+
+    def last_labels(self) -> dict[str, str | None]:
+        """The latest majority answer of each task (None = no valid vote)."""
+        out: dict[str, str | None] = {}
+        for v in self.votes:
+            out[v.task_id] = v.majority
+        return out
+
+    def first_labels(self) -> dict[str, str | None]:
+        """Each task's first majority answer (the vote of the least-adapted policy)."""
+        out: dict[str, str | None] = {}
+        for v in self.votes:
+            out.setdefault(v.task_id, v.majority)
+        return out
+
+    def reward_samples(self) -> dict[str, list[tuple[str | None, float]]]:
+        """``{task_id: [(answer, pseudo reward), ...]}`` over every vote of the run."""
+        out: dict[str, list[tuple[str | None, float]]] = {}
+        for v in self.votes:
+            out.setdefault(v.task_id, []).extend(zip(v.answers, v.rewards))
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# Shared adapter machinery
+# ---------------------------------------------------------------------------------------
+
+
+def extract(texts: Sequence[str]) -> list[str | None]:
+    """Answers by the allowed rules only (boxed > "the answer is" > last number)."""
+    from deciplane.envs.answers import extract_answer
+
+    return [extract_answer(t) for t in texts]
+
+
+def vote(answers: Sequence[str | None]):
+    """Majority over predictions only (:func:`deciplane.envs.answers.majority_vote`):
+    None/empty dropped first, equivalence clusters, deterministic ties."""
+    from deciplane.envs.answers import majority_vote
+
+    return majority_vote(list(answers))
+
+
+def majority_answers(policy, prompts: Sequence[str], *, votes: int, max_new_tokens: int,
+                     temperature: float, top_p: float, seed: int, budget: Budget,
+                     prompts_per_batch: int = 8) -> tuple[list[str], list[list[str | None]]]:
+    """Sample ``votes`` responses per prompt and return ``(majority answers ("" where no
+    valid vote), per-prompt extracted answers)``."""
+    gens = generate(policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                    do_sample=True, num_return_sequences=votes, top_p=top_p, seed=seed,
+                    budget=budget, prompts_per_batch=prompts_per_batch)
+    per: list[list[str | None]] = [[] for _ in prompts]
+    for g, a in zip(gens, extract([g.text for g in gens])):
+        per[g.prompt_index].append(a)
+    return [vote(a).answer or "" for a in per], per
+
+
+class BaseAdapter:
+    """Step loop, answering, checkpoints and records; subclasses implement
+    :meth:`adapt_step` (one optimizer step on a batch of tasks)."""
+
+    Config: type[AdaptConfig] = AdaptConfig
+
+    def __init__(self, policy, config: AdaptConfig | None = None,
+                 progress: Callable[[int, int, dict], None] | None = None):
+        self.policy = policy
+        self.config = config if config is not None else self.Config()
+        if not isinstance(self.config, self.Config):
+            raise ConfigError(f"{type(self).__name__} needs a {self.Config.__name__}, got "
+                              f"{type(self.config).__name__}")
+        self.budget = Budget()
+        self.eval_budget = Budget()
+        self.records = AdaptRecords()
+        self.progress = progress
+        self.step_count = 0
+        self._prepare_policy()
+
+    # -- setup ----------------------------------------------------------------------------
+    def _prepare_policy(self) -> None:
+        cfg = self.config
+        if cfg.finetune == "lora" and not self.policy.is_lora:
+            self.policy.add_lora(r=cfg.lora_rank, alpha=cfg.lora_alpha)
+        elif cfg.finetune == "full" and self.policy.is_lora:
+            raise ConfigError("finetune='full' but the policy has LoRA adapters; load it without "
+                              "lora= or use finetune='lora'")
+        if cfg.finetune == "full":
+            for p in self.policy.model.parameters():
+                p.requires_grad_(True)
+
+    def format(self, task: UnlabeledTask, hint: str | None = None) -> str:
+        """The chat-formatted prompt of a task (``hint`` appended on its own line, e.g.
+        TTPO's teacher context ``"answer: 7"``)."""
+        text = task.prompt + (f"\n{self.config.instruction}" if self.config.instruction else "")
+        if hint:
+            text = f"{text}\n\n{hint}"
+        return self.policy.format_prompt(text, system=self.config.system_prompt)
+
+    # -- schedule -------------------------------------------------------------------------
+    def steps_per_epoch(self, n_tasks: int) -> int:
+        return math.ceil(n_tasks / self.config.prompts_per_step)
+
+    def planned_steps(self, n_tasks: int) -> int:
+        total = self.config.epochs * self.steps_per_epoch(n_tasks)
+        return min(total, self.config.max_steps) if self.config.max_steps else total
+
+    def samples_per_prompt(self) -> int:
+        """Responses sampled per prompt visit (votes); subclasses override."""
+        raise NotImplementedError
+
+    def planned_samples(self, n_tasks: int) -> int:
+        """Samples the run will draw: prompt visits x samples per visit, plus the final
+        answers (1 greedy or ``final_votes`` per task)."""
+        visits = 0
+        for batch in self._batches(n_tasks):
+            visits += len(batch)
+        final = 1 if self.config.final_answer == "greedy" else self.config.final_votes
+        return visits * self.samples_per_prompt() + n_tasks * final
+
+    def _batches(self, n_tasks: int) -> list[list[int]]:
+        """Task indices per step: epochs of seeded shuffles, cut at max_steps."""
+        cfg = self.config
+        out: list[list[int]] = []
+        for epoch in range(cfg.epochs):
+            order = list(range(n_tasks))
+            random.Random(f"{cfg.seed}/{epoch}").shuffle(order)
+            for i in range(0, n_tasks, cfg.prompts_per_step):
+                out.append(order[i:i + cfg.prompts_per_step])
+        return out[:self.planned_steps(n_tasks)]
+
+    def checkpoint_steps(self, n_steps: int) -> list[int]:
+        """Steps after which intermediate answers are recorded (the last is the final)."""
+        c = self.config.checkpoints
+        return sorted({max(1, round(n_steps * j / (c + 1))) for j in range(1, c + 1)} - {n_steps})
+
+    # -- answering ------------------------------------------------------------------------
+    def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:
+        """Final answers of the current policy (extracted by the allowed rules; "" when
+        none), counted in ``budget`` (default: the adapter's budget)."""
+        cfg = self.config
+        budget = self.budget if budget is None else budget
+        prompts = [self.format(t) for t in tasks]
+        if cfg.final_answer == "greedy":
+            texts = generate_texts(self.policy, prompts, max_new_tokens=cfg.max_new_tokens,
+                                   greedy=True, budget=budget, prompts_per_batch=cfg.answer_batch)
+            answers = [a or "" for a in extract(texts)]
+        else:
+            answers, _ = majority_answers(self.policy, prompts, votes=cfg.final_votes,
+                                          max_new_tokens=cfg.max_new_tokens,
+                                          temperature=cfg.temperature, top_p=cfg.top_p,
+                                          seed=cfg.seed + 7_777_777, budget=budget,
+                                          prompts_per_batch=max(1, cfg.answer_batch // cfg.final_votes))
+        return {t.id: a for t, a in zip(tasks, answers)}
+
+    # -- the loop -------------------------------------------------------------------------
+    def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
+        raise NotImplementedError
+
+    def run(self, tasks: list[UnlabeledTask]) -> dict[str, str]:
+        """Adapt on the prompts of ``tasks`` and return ``{task_id: final answer}``."""
+        tasks = list(tasks)
+        if not tasks:
+            raise ConfigError("run() got no tasks; pass the unlabeled tasks of a benchmark split")
+        for t in tasks:
+            if not isinstance(t, UnlabeledTask):
+                raise ConfigError(f"run() takes UnlabeledTask objects (id, prompt, meta), got "
+                                  f"{type(t).__name__}")
+        batches = self._batches(len(tasks))
+        ckpts = set(self.checkpoint_steps(len(batches)))
+        with self.budget.clock():
+            for step, idx in enumerate(batches, start=1):
+                metrics = self.adapt_step([tasks[i] for i in idx], step)
+                metrics["step"] = step
+                metrics["optimizer_steps"] = self.budget.optimizer_steps
+                self.records.history.append(metrics)
+                self.step_count = step
+                if step in ckpts:
+                    with self.eval_budget.clock():
+                        self.records.checkpoints.append(
+                            (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
+                if self.progress:
+                    self.progress(step, len(batches), metrics)
+            final = self.answer(tasks)
+        self.records.checkpoints.append((self.budget.optimizer_steps, dict(final)))
+        return final
+
+    # -- helpers for subclasses --------------------------------------------------------------
+    def _record_vote(self, step: int, task: UnlabeledTask, answers: Sequence[str | None], v,
+                     rewards: Sequence[float]) -> None:
+        rec = VoteRecord(step=step, task_id=task.id, majority=v.answer, answers=list(answers),
+                         rewards=list(rewards), tie=bool(v.tie), tied=list(v.tied))
+        self.records.votes.append(rec)
+        if v.answer is None:
+            self.records.skipped_prompts += 1
+        if v.tie:
+            self.records.ties += 1
+
+    def sample_seed(self, step: int) -> int:
+        return self.config.seed * 1_000_003 + step
+
+
+__all__ = ["Adapter", "AdaptConfig", "AdaptRecords", "BaseAdapter", "VoteRecord",
+           "extract", "vote", "majority_answers"]

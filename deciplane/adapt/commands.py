@@ -1,0 +1,124 @@
+"""``deciplane adapt ttrl|ttpo``: test-time adaptation, then held-out scoring.
+
+    deciplane adapt ttrl --benchmark arith-shift --split test \\
+        --model deciplane/smollm2-135m-instruct --set votes=8 --run-dir runs/ttrl --seed 0
+
+Options of the adapter go through ``--set key=value`` (repeatable; ``--set preset=paper``
+starts from the paper's values); ``deciplane adapt options ttrl`` lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
+         run_dir: Optional[Path], seed: int, limit: Optional[int], threads: int,
+         no_baselines: bool) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from deciplane.adapt.runner import run_adaptation
+    from deciplane.errors import DeciplaneError
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+                  console=console, transient=False) as bar:
+        handles: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int, metrics: dict) -> None:
+            if phase not in handles:
+                handles[phase] = bar.add_task(phase, total=total, info="")
+            info = ""
+            if "vote/majority_share" in metrics:
+                info = f"maj share {metrics['vote/majority_share']:.2f}"
+            if "optimizer_steps" in metrics:
+                info += f" opt steps {int(metrics['optimizer_steps'])}"
+            bar.update(handles[phase], completed=done, total=max(total, 1), info=info)
+
+        try:
+            summary = run_adaptation(method, benchmark=benchmark, split=split, model=model,
+                                     overrides=sets, seed=seed, run_dir=run_dir, limit=limit,
+                                     threads=threads, baselines=not no_baselines,
+                                     progress=progress)
+        except DeciplaneError as e:
+            console.print(f"[red]error:[/red] {e}", highlight=False)
+            raise typer.Exit(2) from None
+    table = Table("", "accuracy", title=f"{method.upper()} on {benchmark}/{split} "
+                  f"({summary['n_tasks']} tasks, seed {seed})")
+    if "before" in summary:
+        table.add_row("before (greedy)", f"{summary['before']['accuracy']:.3f}")
+    table.add_row(f"after {method.upper()}", f"{summary['after']['accuracy']:.3f}")
+    for name, b in summary.get("baselines", {}).items():
+        extra = f" @{b['votes_per_task']}" if "votes_per_task" in b else ""
+        table.add_row(f"baseline {name}{extra}", f"{b['accuracy']:.3f}")
+    d = summary.get("diagnostics", {})
+    if "pseudo_label_accuracy_all_votes" in d:
+        table.add_row("majority pseudo-label correct (scorer)", f"{d['pseudo_label_accuracy_all_votes']:.3f}")
+        table.add_row("pseudo-reward accuracy (scorer)", f"{d['reward_accuracy']:.3f}")
+    console.print(table)
+    b = summary["budget"]
+    console.print(f"budget: {b['samples']} samples, {b['generated_tokens']} generated tokens, "
+                  f"{b['forward_tokens']} forward / {b['backward_tokens']} backward tokens, "
+                  f"{b['optimizer_steps']} optimizer steps, {b['wall_time_s']:.0f}s", highlight=False)
+    console.print(f"wrote {summary['run_dir']}/summary.json", highlight=False)
+
+
+def _command(method: str):
+    def cmd(
+        benchmark: str = typer.Option("arith-shift", help="Benchmark (`deciplane benchmarks` lists them)."),
+        split: str = typer.Option("test", help="Split to adapt on and score."),
+        model: str = typer.Option("deciplane/smollm2-135m-instruct", help="Model name, HF folder or GGUF file."),
+        sets: list[str] = typer.Option([], "--set", help="Adapter option key=value (repeatable); `deciplane adapt options` lists them."),
+        run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where summary.json and the plot go (default runs/adapt-...)."),
+        seed: int = typer.Option(0, help="Seed of sampling, task order and baselines."),
+        limit: Optional[int] = typer.Option(None, help="Use only the first N tasks of the split."),
+        threads: int = typer.Option(2, help="torch threads."),
+        no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip the baselines (not recommended: results must be read next to them)."),
+    ) -> None:
+        _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines)
+
+    cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (METHODS 5.1), then held-out scoring.",
+                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (METHODS 5.2), then held-out scoring."}[method]
+    return cmd
+
+
+def options_cmd(method: str = typer.Argument(..., help="ttrl or ttpo")) -> None:
+    """List an adapter's options (for --set), their defaults and the paper values."""
+    from dataclasses import fields
+
+    from deciplane.adapt.runner import ADAPTERS
+    from deciplane.trainers.config import field_docs
+
+    if method not in ADAPTERS:
+        console.print(f"[red]error:[/red] unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")
+        raise typer.Exit(2)
+    cls = ADAPTERS[method].Config
+    docs = field_docs(cls)
+    default = cls()
+    table = Table("option", "default", "paper", "meaning")
+    for f in fields(cls):
+        paper = cls.PAPER.get(f.name, "")
+        table.add_row(f.name, repr(getattr(default, f.name)), "" if paper == "" else repr(paper),
+                      docs.get(f.name, ""))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``adapt`` command group to the main CLI."""
+    adapt_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                            help="Test-time adaptation on unlabeled prompts, then held-out scoring.")
+    adapt_app.command("ttrl")(_command("ttrl"))
+    adapt_app.command("ttpo")(_command("ttpo"))
+    adapt_app.command("options")(options_cmd)
+    app.add_typer(adapt_app, name="adapt")
+
+
+__all__ = ["register"]

@@ -1,0 +1,243 @@
+"""Adapt, then score: the whole ``deciplane adapt METHOD`` run with its baselines.
+
+Order of a run (the adapter never sees the scorer; every gold-side number is computed by
+the held-out scorer *after* the answers exist):
+
+1. ``tasks, scorer = load_benchmark(...)``; the policy is loaded; the adapter is built.
+2. Baselines with the initial policy: greedy answers (``before`` and
+   ``baselines.no_adaptation_greedy``) and majority vote at the **same sample budget**
+   as the adapter (``ceil(adapter samples / tasks)`` votes per task,
+   ``baselines.majority_vote_equal_budget``); the same samples give the sampled pass@1
+   (``baselines.no_adaptation_sampled``).
+3. ``answers = adapter.run(tasks)`` (intermediate answer sets are recorded, not scored).
+4. The scorer scores everything: final and intermediate answers, the baselines, and
+   the diagnostics (how often the majority pseudo-label was right, pseudo-reward
+   accuracy).
+5. ``RUN_DIR/summary.json``, ``answers.json``, ``history.jsonl`` and
+   ``accuracy_vs_steps.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import typing
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_answers
+from deciplane.adapt.ttpo import TTPO, TTPOConfig
+from deciplane.adapt.ttrl import TTRL, TTRLConfig
+from deciplane.errors import ConfigError
+from deciplane.trainers.single_turn import Budget, generate_texts
+from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
+
+ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO}
+"""Method name -> adapter class (its ``Config`` is the config dataclass)."""
+
+DEFAULT_MODEL = "deciplane/smollm2-135m-instruct"
+
+
+def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = None) -> AdaptConfig:
+    """The adapter's config from ``key=value`` strings (values parsed as YAML and coerced
+    to the field's type). ``preset=paper`` starts from the paper's values."""
+    from deciplane.trainers.config import coerce, parse_override
+
+    if method not in ADAPTERS:
+        raise ConfigError(f"unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")
+    cls = ADAPTERS[method].Config
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in fields(cls)]
+    values: dict[str, Any] = {}
+    paper = False
+    for item in overrides:
+        key, value = parse_override(item)
+        if key == "preset":
+            if value not in ("paper", "cpu"):
+                raise ConfigError(f"preset={value!r} is not known; use preset=paper or preset=cpu")
+            paper = value == "paper"
+            continue
+        if key not in names:
+            raise ConfigError(f"unknown option {key!r} for {method}; allowed: {', '.join(names)}, preset")
+        values[key] = coerce(hints[key], value, key)
+    if seed is not None:
+        values["seed"] = seed
+    return cls.paper(**values) if paper else cls(**values)
+
+
+def _score_dict(report) -> dict[str, Any]:
+    return {"accuracy": report.accuracy, "n_correct": report.n_correct, "count": report.count,
+            "missing": report.n_missing}
+
+
+def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = "test",
+                   model: str = DEFAULT_MODEL, overrides: Sequence[str] = (), seed: int = 0,
+                   run_dir: str | Path | None = None, limit: int | None = None,
+                   threads: int | None = None, baselines: bool = True,
+                   progress: Callable[[str, int, int, dict], None] | None = None) -> dict[str, Any]:
+    """Run one adaptation with its baselines and write the run directory; returns the
+    summary dict (also in ``RUN_DIR/summary.json``)."""
+    import torch
+
+    from deciplane.agents import load_policy
+    from deciplane.envs import load_benchmark
+
+    t_start = time.perf_counter()
+    config = build_config(method, overrides, seed)
+    if threads:
+        torch.set_num_threads(int(threads))
+    seed_everything(seed)
+    run_dir = Path(run_dir) if run_dir else Path("runs") / \
+        f"adapt-{method}-{benchmark}-{split}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    report = progress or (lambda *a: None)
+
+    tasks, scorer = load_benchmark(benchmark, split, limit=limit)
+    try:
+        policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0)
+        adapter = ADAPTERS[method](policy, config,
+                                   progress=lambda s, n, m: report("adapt", s, n, m))
+        n = len(tasks)
+        planned = adapter.planned_samples(n)
+        votes_eq = max(1, math.ceil(planned / n))
+
+        # ---- baselines with the initial policy (before any update) -----------------
+        base_budget = Budget()
+        greedy: dict[str, str] = {}
+        maj: dict[str, str] = {}
+        maj_samples: dict[str, list[str | None]] = {}
+        if baselines:
+            with base_budget.clock():
+                prompts = [adapter.format(t) for t in tasks]
+                report("baseline: greedy", 0, 1, {})
+                texts = generate_texts(policy, prompts, max_new_tokens=config.max_new_tokens,
+                                       greedy=True, budget=base_budget,
+                                       prompts_per_batch=config.answer_batch)
+                greedy = {t.id: a or "" for t, a in zip(tasks, extract(texts))}
+                report("baseline: majority vote", 0, 1, {})
+                answers_m, per = majority_answers(
+                    policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
+                    temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
+                    budget=base_budget, prompts_per_batch=max(1, config.answer_batch // votes_eq))
+                maj = {t.id: a for t, a in zip(tasks, answers_m)}
+                maj_samples = {t.id: p for t, p in zip(tasks, per)}
+
+        # ---- adaptation: prompts only -------------------------------------------------
+        answers = adapter.run(tasks)
+
+        # ---- scoring (gold stays in the scorer process) ---------------------------------
+        after = scorer.score(answers)
+        summary: dict[str, Any] = {
+            "method": method, "benchmark": benchmark, "split": split, "model": model,
+            "n_tasks": n, "seed": seed, "limit": limit,
+            "split_fingerprint": after.split_fingerprint,
+            "config": _jsonable(asdict(config)),
+            "paper_values_changed": _jsonable(config.changed_from_paper()),
+            "after": _score_dict(after),
+            "budget": adapter.budget.as_dict(),
+            "eval_budget": adapter.eval_budget.as_dict(),
+            "planned_samples": planned,
+        }
+        curve = []
+        if baselines:
+            before = scorer.score(greedy)
+            majority = scorer.score(maj)
+            sampled = scorer.sample_accuracy(maj_samples)
+            summary["before"] = _score_dict(before)
+            summary["baselines"] = {
+                "no_adaptation_greedy": _score_dict(before),
+                "no_adaptation_sampled": {"accuracy": sampled.mean, "pass_any": sampled.pass_any,
+                                          "samples_per_task": votes_eq,
+                                          "note": "sampled pass@1 averaged over the majority-vote samples"},
+                "majority_vote_equal_budget": {**_score_dict(majority), "votes_per_task": votes_eq,
+                                               "samples": votes_eq * n,
+                                               "adapter_samples": adapter.budget.samples},
+            }
+            summary["baseline_budget"] = base_budget.as_dict()
+            if config.final_answer == "greedy":
+                curve.append({"optimizer_steps": 0, "accuracy": before.accuracy})
+        for steps, ans in adapter.records.checkpoints:
+            curve.append({"optimizer_steps": steps, "accuracy": scorer.score(ans).accuracy})
+        summary["curve"] = curve
+        summary["diagnostics"] = _diagnostics(scorer, adapter)
+        summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)
+    finally:
+        scorer.close()
+
+    atomic_write_json(run_dir / "answers.json", {"after": answers, "before_greedy": greedy,
+                                                 "majority_vote_equal_budget": maj})
+    atomic_write_bytes(run_dir / "history.jsonl",
+                       "".join(json.dumps(h) + "\n" for h in adapter.records.history).encode())
+    summary["plot"] = plot_curve(summary, run_dir / "accuracy_vs_steps.png")
+    summary["run_dir"] = str(run_dir)
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def _diagnostics(scorer, adapter: BaseAdapter) -> dict[str, Any]:
+    """Gold-side diagnostics, computed by the scorer after the run."""
+    rec = adapter.records
+    out: dict[str, Any] = {"votes": len(rec.votes), "ties": rec.ties,
+                           "skipped_prompts": rec.skipped_prompts}
+    if rec.votes:
+        first = scorer.label_accuracy(rec.first_labels())
+        last = scorer.label_accuracy(rec.last_labels())
+        by_step: dict[int, dict[str, str | None]] = {}
+        for v in rec.votes:
+            by_step.setdefault(v.step, {})[v.task_id] = v.majority
+        reps = [scorer.label_accuracy(labels) for labels in by_step.values()]
+        n_lab = sum(r.n_labelled for r in reps)
+        all_acc = sum(r.n_correct for r in reps) / n_lab if n_lab else 0.0
+        rewards = scorer.reward_accuracy(rec.reward_samples())
+        out.update({
+            "pseudo_label_accuracy_first_vote": first.accuracy,
+            "pseudo_label_accuracy_last_vote": last.accuracy,
+            "pseudo_label_accuracy_all_votes": all_acc,
+            "pseudo_label_coverage": first.coverage,
+            "reward_accuracy": rewards.accuracy,
+            "reward": rewards.to_dict(),
+        })
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+def plot_curve(summary: dict[str, Any], path: Path) -> str | None:
+    """Accuracy vs optimizer steps with the baselines as horizontal lines (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    curve = summary.get("curve", [])
+    if curve:
+        ax.plot([c["optimizer_steps"] for c in curve], [c["accuracy"] for c in curve], "o-",
+                label=f"{summary['method'].upper()} (greedy answers)", color="C0")
+    styles = {"no_adaptation_greedy": ("C1", "--"), "no_adaptation_sampled": ("C2", ":"),
+              "majority_vote_equal_budget": ("C3", "-.")}
+    for name, b in summary.get("baselines", {}).items():
+        color, ls = styles.get(name, ("gray", "--"))
+        label = name if name != "majority_vote_equal_budget" else \
+            f"majority vote @{b['votes_per_task']} (equal samples)"
+        ax.axhline(b["accuracy"], color=color, ls=ls, label=label)
+    ax.set_xlabel("optimizer steps")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_title(f"{summary['method'].upper()} on {summary['benchmark']}/{summary['split']} "
+                 f"(n={summary['n_tasks']}, seed {summary['seed']})", fontsize=9)
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path.name
+
+
+__all__ = ["ADAPTERS", "build_config", "run_adaptation", "plot_curve"]
