@@ -30,6 +30,17 @@ def envs_cmd() -> None:
 
 # ---- sections added by the individual features below --------------------------------
 
+# training: `deciplane train CONFIG.yaml`, `deciplane report RUN_DIR` (deciplane/trainers/commands.py)
+from deciplane.trainers.commands import register as _register_train_commands  # noqa: E402
+
+_register_train_commands(app)
+
+
+# test-time adaptation: `deciplane adapt ttrl|ttpo|options` (deciplane/adapt/commands.py)
+from deciplane.adapt.commands import register as _register_adapt_commands  # noqa: E402
+
+_register_adapt_commands(app)
+
 
 @app.command("benchmarks")
 def benchmarks_cmd() -> None:
