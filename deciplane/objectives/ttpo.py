@@ -159,8 +159,8 @@ def ttpo_loss(cfg: TTPOConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: to
     per = torch.where(agree, l_opsd, cfg.lam * l_n)                             # (B,)
     loss = per.sum() / max(per.shape[0], 1)
     metrics = {"loss/total": float(loss.detach()),
-               "ttpo/opsd": float(l_opsd[agree].mean()) if agree.any() else 0.0,
-               "ttpo/neg": float(l_n[~agree].mean()) if (~agree).any() else 0.0,
+               "ttpo/opsd": float(l_opsd.detach()[agree].mean()) if agree.any() else 0.0,
+               "ttpo/neg": float(l_n.detach()[~agree].mean()) if (~agree).any() else 0.0,
                "ttpo/weight_mean": float((w * m).sum() / m.sum().clamp(min=1)),
                "ttpo/masked_share": float(mt.sum() / neg_rows.sum().clamp(min=1))}
     return LossOutput(loss, metrics)
