@@ -1,0 +1,356 @@
+"""Timers for CodeOpt: how fast is a candidate program compared with the reference?
+
+Both timers run the programs in the same :class:`deciplane.envs.Sandbox` with the same
+limits and ``PYTHONHASHSEED=0``:
+
+* :class:`CpuTimer` (``"cpu"``) — reference and candidate runs interleaved (the order
+  alternates every repeat), each cost the run's CPU time as the sandbox accounts it
+  (rusage + cgroup: the whole process tree). Speedup = median(ref) / median(cand). A
+  noise band is measured once per task from reference-vs-reference runs
+  (:func:`~deciplane.envs.codeopt.reward.noise_band`); speedups inside it count as 1.0.
+* :class:`InstructionTimer` (``"instructions"``) — instructions executed, counted by
+  valgrind's callgrind, minus the count of an empty program (interpreter start-up and
+  shutdown). Exactly repeatable for a deterministic program, so one run suffices and the
+  band is 0. About 50x slower than a native run, so tasks give it a smaller input.
+
+The callgrind totals are read from a log file written by valgrind under a random name,
+never from the program's own stdout/stderr (which it could forge); a log holding more
+than one total for a process is treated as tampered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deciplane.envs.codeopt import reward as R
+from deciplane.errors import BackendUnavailable, SandboxError
+
+HASH_SEED_ENV = {"PYTHONHASHSEED": "0"}
+EMPTY_PROGRAM = "pass\n"
+
+
+@dataclass
+class RunCost:
+    """One sandboxed run: its cost (None if the run failed) and the sandbox result."""
+
+    cost: float | None
+    result: Any  # deciplane.envs.SandboxResult
+    failure: str | None = None   # why ``cost`` is None: a sandbox status or "tampered"
+
+
+@dataclass
+class Measurement:
+    """Reference vs candidate on one optimisation input."""
+
+    timer: str
+    unit: str
+    ref_costs: list[float]
+    cand_costs: list[float]
+    ref_cost: float            # median (cpu) or exact net count (instructions)
+    cand_cost: float
+    raw_speedup: float
+    speedup: float             # after the noise band
+    noise_band: float
+    baseline: float | None = None   # instructions of an empty program (instructions timer)
+    failure: str | None = None      # the candidate's perf run failed: its kind
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class _Calibration:
+    ref_a: list[float]
+    ref_b: list[float]
+    band: float
+    ref_wall_s: float
+
+
+def _key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class Timer(ABC):
+    """Runs reference and candidate on an optimisation input and reports the speedup.
+
+    Arguments:
+        sandbox: the :class:`deciplane.envs.Sandbox` to run in.
+        repeats: candidate runs per measurement (cpu: interleaved pairs).
+        memory_mb: memory limit of every timed run.
+        max_procs: process limit of every timed run (small: timed programs are single
+            processes, so work cannot hide in helpers).
+    """
+
+    name: str = ""
+    unit: str = ""
+
+    def __init__(self, sandbox: Any, repeats: int, memory_mb: int, max_procs: int) -> None:
+        if repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {repeats}")
+        self.sandbox = sandbox
+        self.repeats = repeats
+        self.memory_mb = memory_mb
+        self.max_procs = max_procs
+
+    @abstractmethod
+    def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
+        """Run ``code`` once and return its cost."""
+
+    @abstractmethod
+    def measure(self, ref_code: str, cand_code: str, stdin: str,
+                check: Callable[[str], bool]) -> Measurement:
+        """Time reference and candidate; ``check(stdout)`` validates the candidate's
+        output on the optimisation input (a wrong answer there is a failure)."""
+
+    @abstractmethod
+    def cost(self, code: str, stdin: str) -> float:
+        """The cost of a trusted program (a reference solution), cached."""
+
+    def _ref_run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
+        rc = self.run(code, stdin, timeout_s)
+        if rc.cost is None:
+            res = rc.result
+            raise SandboxError(
+                f"the reference program failed under the {self.name} timer ({rc.failure}): "
+                f"{(res.killed_reason or res.stderr or '')[-800:]}. This is a task or "
+                "sandbox problem, not the candidate's: check `deciplane doctor`, or raise "
+                "the limits (memory_mb / timeout).")
+        return rc
+
+
+class CpuTimer(Timer):
+    """Median CPU time over interleaved repeats, with a noise band from start-up
+    reference-vs-reference runs.
+
+    Arguments (beyond :class:`Timer`):
+        calibration_pairs: reference-vs-reference pairs measured (once per task) for the
+            noise band; default ``max(repeats, 5)``.
+        z, band_floor: see :func:`~deciplane.envs.codeopt.reward.noise_band`.
+        slowdown_limit: a candidate perf run is stopped after this many times the
+            reference's wall time (plus 1 s): status ``timeout``.
+    """
+
+    name = "cpu"
+    unit = "s"
+
+    def __init__(self, sandbox: Any, repeats: int = 5, calibration_pairs: int | None = None,
+                 z: float = R.DEFAULT_Z, band_floor: float = R.DEFAULT_FLOOR,
+                 memory_mb: int = 512, max_procs: int = 4, slowdown_limit: float = 5.0,
+                 ref_timeout_s: float = 120.0) -> None:
+        super().__init__(sandbox, repeats, memory_mb, max_procs)
+        self.calibration_pairs = calibration_pairs or max(repeats, 5)
+        self.z = z
+        self.band_floor = band_floor
+        self.slowdown_limit = slowdown_limit
+        self.ref_timeout_s = ref_timeout_s
+        self._calibrations: dict[str, _Calibration] = {}
+        self._costs: dict[str, float] = {}
+
+    def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
+        res = self.sandbox.run(code, stdin=stdin, timeout_s=timeout_s,
+                               cpu_time_s=timeout_s, memory_mb=self.memory_mb,
+                               max_procs=self.max_procs, env=dict(HASH_SEED_ENV))
+        if res.status != "ok":
+            return RunCost(None, res, res.status)
+        return RunCost(max(res.cpu_time_s, 1e-6), res)
+
+    def calibrate(self, ref_code: str, stdin: str) -> _Calibration:
+        """Reference-vs-reference pairs for the noise band (cached per code and input)."""
+        key = _key(ref_code, stdin)
+        if key not in self._calibrations:
+            a, b, walls = [], [], []
+            for _ in range(self.calibration_pairs):
+                ra = self._ref_run(ref_code, stdin, self.ref_timeout_s)
+                rb = self._ref_run(ref_code, stdin, self.ref_timeout_s)
+                a.append(ra.cost)
+                b.append(rb.cost)
+                walls += [ra.result.wall_time_s, rb.result.wall_time_s]
+            band = R.noise_band(a, b, repeats=self.repeats, z=self.z, floor=self.band_floor)
+            self._calibrations[key] = _Calibration(a, b, band, R.median(walls))
+        return self._calibrations[key]
+
+    def measure(self, ref_code: str, cand_code: str, stdin: str,
+                check: Callable[[str], bool]) -> Measurement:
+        cal = self.calibrate(ref_code, stdin)
+        cand_timeout = self.slowdown_limit * cal.ref_wall_s + 1.0
+        ref_costs: list[float] = []
+        cand_costs: list[float] = []
+        for i, order in enumerate(interleave_order(self.repeats)):
+            for who in order:
+                if who == "ref":
+                    ref_costs.append(self._ref_run(ref_code, stdin, self.ref_timeout_s).cost)
+                    continue
+                rc = self.run(cand_code, stdin, cand_timeout)
+                failure = rc.failure or (None if check(rc.result.stdout) else "wrong_answer")
+                if failure:
+                    return self._failed(failure, cal.band, ref_costs, cand_costs,
+                                        f"candidate run {i + 1} on the optimisation input: "
+                                        f"{failure} (limit {cand_timeout:.1f} s wall)")
+                cand_costs.append(rc.cost)
+        ref = R.median(ref_costs)
+        cand = R.median(cand_costs)
+        raw = R.speedup(ref, cand)
+        return Measurement(self.name, self.unit, ref_costs, cand_costs, ref, cand, raw,
+                           R.apply_noise_band(raw, cal.band), cal.band)
+
+    def cost(self, code: str, stdin: str) -> float:
+        key = _key(code, stdin)
+        if key not in self._costs:
+            self._costs[key] = R.median([self._ref_run(code, stdin, self.ref_timeout_s).cost
+                                         for _ in range(self.repeats)])
+        return self._costs[key]
+
+    def _failed(self, failure: str, band: float, ref_costs: list[float],
+                cand_costs: list[float], detail: str) -> Measurement:
+        return Measurement(self.name, self.unit, ref_costs, cand_costs, float("nan"),
+                           float("nan"), float("nan"), 1.0, band, failure=failure,
+                           detail=detail)
+
+
+_COLLECTED = re.compile(r"^==(\d+)== Collected : (\d+)\s*$", re.M)
+_COMMAND = re.compile(r"^==(\d+)== Command: ", re.M)
+
+
+def parse_callgrind_log(text: str) -> int:
+    """Total instructions from a callgrind log (``--log-file``): the sum of the
+    ``Collected :`` totals of every process in it (forked children write their own).
+
+    Raises :class:`ValueError` if the main process (the first ``Command:`` line) has no
+    total, or any process has more than one (the log was written to by someone else).
+    """
+    m = _COMMAND.search(text)
+    if not m:
+        raise ValueError("not a callgrind log: no '==PID== Command:' line")
+    main_pid = m.group(1)
+    totals: dict[str, int] = {}
+    for pid, n in _COLLECTED.findall(text):
+        if pid in totals:
+            raise ValueError(f"callgrind log has two totals for process {pid}: tampered")
+        totals[pid] = int(n)
+    if main_pid not in totals:
+        raise ValueError(f"callgrind log has no total for the main process {main_pid} "
+                         "(the run did not finish normally)")
+    return sum(totals.values())
+
+
+# Instruction counts are exact and depend only on the program, its input and the
+# sandbox set-up: shared by every InstructionTimer of the process.
+_INSTR_CACHE: dict[str, int] = {}
+
+
+class InstructionTimer(Timer):
+    """Callgrind instruction counts beyond an empty program's, ``PYTHONHASHSEED=0``.
+
+    Arguments (beyond :class:`Timer`):
+        valgrind: path of the valgrind executable (Debian: ``apt-get install valgrind``).
+        ref_timeout_s: wall limit of a reference (or empty-program) run under callgrind.
+        slowdown_limit: a candidate run is stopped after this many times the reference's
+            wall time plus 30 s.
+    """
+
+    name = "instructions"
+    unit = "instructions"
+
+    def __init__(self, sandbox: Any, repeats: int = 1, valgrind: str | None = None,
+                 memory_mb: int = 2048, max_procs: int = 4, ref_timeout_s: float = 600.0,
+                 slowdown_limit: float = 5.0) -> None:
+        super().__init__(sandbox, repeats, memory_mb, max_procs)
+        found = valgrind or shutil.which("valgrind") or "/usr/bin/valgrind"
+        if not shutil.which(found):
+            raise BackendUnavailable(
+                "the instructions timer needs valgrind, which is not installed here; "
+                "install it (`apt-get install valgrind`) or use timer='cpu'")
+        self.valgrind = shutil.which(found)
+        self.ref_timeout_s = ref_timeout_s
+        self.slowdown_limit = slowdown_limit
+        self._ref_wall: dict[str, float] = {}
+
+    def _cache_key(self, code: str, stdin: str) -> str:
+        return _key(code, stdin, self.sandbox.backend, self.valgrind, str(self.memory_mb),
+                    str(self.max_procs))
+
+    def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
+        log = f".callgrind-{secrets.token_hex(8)}.log"
+        prefix = [self.valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                  f"--log-file={log}"]
+        res = self.sandbox.run(code, stdin=stdin, timeout_s=timeout_s, cpu_time_s=timeout_s,
+                               memory_mb=self.memory_mb, max_procs=self.max_procs,
+                               env=dict(HASH_SEED_ENV), argv_prefix=prefix,
+                               collect_files=[log])
+        if res.status != "ok":
+            return RunCost(None, res, res.status)
+        text = res.files.get(log, b"").decode("utf-8", "replace")
+        try:
+            return RunCost(float(parse_callgrind_log(text)), res)
+        except ValueError as exc:
+            return RunCost(None, res, "tampered" if "tampered" in str(exc) else
+                           "sandbox_error")
+
+    def count(self, code: str, stdin: str) -> int:
+        """Total instructions of a trusted program on ``stdin`` (cached, exact)."""
+        key = self._cache_key(code, stdin)
+        if key not in _INSTR_CACHE:
+            rc = self._ref_run(code, stdin, self.ref_timeout_s)
+            _INSTR_CACHE[key] = int(rc.cost)
+            self._ref_wall[key] = rc.result.wall_time_s
+        return _INSTR_CACHE[key]
+
+    def baseline(self) -> int:
+        """Instructions of an empty program (start-up + shutdown), subtracted from all."""
+        return self.count(EMPTY_PROGRAM, "")
+
+    def cost(self, code: str, stdin: str) -> float:
+        return R.net_cost(self.count(code, stdin), self.baseline())
+
+    def measure(self, ref_code: str, cand_code: str, stdin: str,
+                check: Callable[[str], bool]) -> Measurement:
+        base = self.baseline()
+        ref_total = self.count(ref_code, stdin)
+        ref_wall = self._ref_wall.get(self._cache_key(ref_code, stdin), self.ref_timeout_s / 5)
+        cand_timeout = self.slowdown_limit * ref_wall + 30.0
+        totals: list[float] = []
+        for i in range(self.repeats):
+            rc = self.run(cand_code, stdin, cand_timeout)
+            failure = rc.failure or (None if check(rc.result.stdout) else "wrong_answer")
+            if failure:
+                return Measurement(self.name, self.unit, [float(ref_total)], totals,
+                                   float("nan"), float("nan"), float("nan"), 1.0, 0.0,
+                                   baseline=float(base), failure=failure,
+                                   detail=f"candidate run {i + 1} on the optimisation input "
+                                          f"under callgrind: {failure}")
+            totals.append(rc.cost)
+        ref = R.net_cost(ref_total, base)
+        cand = R.net_cost(R.median(totals), base)
+        raw = R.speedup(ref, cand)
+        return Measurement(self.name, self.unit, [float(ref_total)], totals, ref, cand, raw,
+                           raw, 0.0, baseline=float(base))
+
+
+TIMERS = {"cpu": CpuTimer, "instructions": InstructionTimer}
+
+
+def make_timer(name: str, sandbox: Any, **kwargs: Any) -> Timer:
+    """``"cpu"`` or ``"instructions"``; ``kwargs`` go to the timer's constructor."""
+    from deciplane.errors import ConfigError
+
+    if name not in TIMERS:
+        raise ConfigError(f"timer must be one of {sorted(TIMERS)}, got {name!r}")
+    return TIMERS[name](sandbox, **kwargs)
+
+
+def interleave_order(repeats: int) -> Sequence[tuple[str, str]]:
+    """The run order of :class:`CpuTimer`: ``ref, cand`` then ``cand, ref``, alternating
+    so that neither program always runs first (warm caches, frequency ramps)."""
+    return [("ref", "cand") if i % 2 == 0 else ("cand", "ref") for i in range(repeats)]
