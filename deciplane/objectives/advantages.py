@@ -128,10 +128,10 @@ def compute_advantages(cfg: AdvantageConfig, rewards: torch.Tensor,
 def degenerate_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """Per-element flag ``(N,)``: True where the element's group has all-equal rewards."""
     r = _check_rewards(rewards, group_ids)
-    ids, g = dense_ids(group_ids.long())
+    ids, g = dense_ids(group_ids.long().to(r.device))
     big = torch.finfo(r.dtype).max
-    lo = torch.full((g,), big, dtype=r.dtype).scatter_reduce(0, ids, r, "amin")   # (G,)
-    hi = torch.full((g,), -big, dtype=r.dtype).scatter_reduce(0, ids, r, "amax")  # (G,)
+    lo = torch.full((g,), big, dtype=r.dtype, device=r.device).scatter_reduce(0, ids, r, "amin")   # (G,)
+    hi = torch.full((g,), -big, dtype=r.dtype, device=r.device).scatter_reduce(0, ids, r, "amax")  # (G,)
     return (hi == lo)[ids]                                                        # (N,)
 
 
@@ -175,21 +175,23 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
         raise ObjectiveInputError(f"rewards {list(rewards.shape)}, values "
                                   f"{list(values.shape)} and mask {list(mask.shape)} "
                                   "must all be (B, T)")
-    m = mask.bool()
+    m = mask.bool().to(rewards.device)
     if (m[:, 1:] & ~m[:, :-1]).any():
         raise ObjectiveInputError("gae needs right-padded rows (valid steps first, then "
                                   "padding); move the padding to the end of each row")
     b, t_len = rewards.shape
     r, v = rewards.float(), values.detach().float()                  # (B, T)
-    boot = (torch.zeros(b) if bootstrap is None else bootstrap.detach().float())  # (B,)
+    dev = r.device
+    boot = (torch.zeros(b, device=dev) if bootstrap is None
+            else bootstrap.detach().float().to(dev))                 # (B,)
     adv = torch.zeros_like(r)                                        # (B, T)
-    last = torch.zeros(b)                                            # (B,)
+    last = torch.zeros(b, device=dev)                                       # (B,)
     for t in reversed(range(t_len)):
         if t + 1 < t_len:
             nxt_valid = m[:, t + 1].float()                          # (B,)
             next_v = torch.where(m[:, t + 1], v[:, t + 1], boot)     # (B,)
         else:
-            nxt_valid, next_v = torch.zeros(b), boot
+            nxt_valid, next_v = torch.zeros(b, device=dev), boot
         delta = r[:, t] + gamma * next_v - v[:, t]                   # (B,)
         last = delta + gamma * lam * nxt_valid * last                # (B,)
         last = last * m[:, t].float()

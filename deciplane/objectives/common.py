@@ -183,7 +183,7 @@ def group_stats(values: torch.Tensor, group_ids: torch.Tensor
     Returns ``(mean_i, std_i, size_i, dense_ids)``, each ``(N,)``, broadcast back to the
     elements.
     """
-    ids, g = dense_ids(_check_ids(group_ids, values.shape[0]))
+    ids, g = dense_ids(_check_ids(group_ids, values.shape[0]).to(values.device))
     size = segment_sum(torch.ones_like(values), ids, g)                 # (G,)
     mean = segment_sum(values, ids, g) / size                           # (G,)
     sq = segment_sum((values - mean[ids]) ** 2, ids, g)                 # (G,)

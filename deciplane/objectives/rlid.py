@@ -92,7 +92,7 @@ def decision_ppo_loss(log_probs: torch.Tensor, actions: torch.Tensor,
                     ("advantages", advantages)):
         if t.shape != (n,):
             raise ObjectiveInputError(f"{name} must be (N,) with N={n}, got {list(t.shape)}")
-    new = log_probs.gather(1, actions.long()[:, None]).squeeze(1)               # (N,)
+    new = log_probs.gather(1, actions.long().to(log_probs.device)[:, None]).squeeze(1)               # (N,)
     ratio = (new - old_log_prob.detach()).exp()                                 # (N,)
     high = eps_low if eps_high is None else eps_high
     return clipped_surrogate(ratio, advantages.detach(), eps_low, high)         # (N,)
@@ -106,7 +106,8 @@ def length_balanced_weights(episode_ids: torch.Tensor) -> torch.Tensor:
     ``Lbar``. Example: episodes of 2 and 1 decisions -> ``[.75, .75, 1.5]``.
     """
     ids, e = dense_ids(_check_ids(episode_ids, episode_ids.shape[0], "episode_ids"))
-    lengths = segment_sum(torch.ones(ids.shape[0]), ids, e)                     # (E,)
+    ones = torch.ones(ids.shape[0], device=ids.device)                          # (N,)
+    lengths = segment_sum(ones, ids, e)                                         # (E,)
     return lengths.mean() / lengths[ids]                                        # (N,)
 
 
@@ -128,16 +129,18 @@ def menu_marginal_kl(log_probs: torch.Tensor, menu_mask: torch.Tensor,
     KL to uniform of that decision). Returns 0 if no group qualifies.
     """
     m = _check_menu(log_probs, menu_mask)
-    ids, g = dense_ids(_check_ids(menu_ids, log_probs.shape[0], "menu_ids"))
-    first = torch.zeros(g, dtype=torch.long).scatter_reduce(
-        0, ids, torch.arange(ids.shape[0]), "amin", include_self=False)        # (G,)
+    ids, g = dense_ids(_check_ids(menu_ids, log_probs.shape[0], "menu_ids")
+                       .to(log_probs.device))
+    rows = torch.arange(ids.shape[0], device=ids.device)                        # (N,)
+    first = torch.zeros(g, dtype=torch.long, device=ids.device).scatter_reduce(
+        0, ids, rows, "amin", include_self=False)                               # (G,)
     group_mask = m[first]                                                       # (G, K)
     if (m != group_mask[ids]).any():
         raise ObjectiveInputError("decisions with the same menu_id must have the same "
                                   "menu_mask; key menu_ids by the label tuple of the menu")
     log_probs = _finite(log_probs, m)                                           # (N, K)
     probs = torch.where(m, log_probs.exp(), torch.zeros_like(log_probs))        # (N, K)
-    size = segment_sum(torch.ones(ids.shape[0]), ids, g)                        # (G,)
+    size = segment_sum(torch.ones_like(rows, dtype=probs.dtype), ids, g)        # (G,)
     pbar = segment_sum(probs, ids, g) / size[:, None]                           # (G, K)
     k = group_mask.sum(1).to(pbar.dtype)                                        # (G,)
     log_u = -k.log()                                                            # (G,)
@@ -233,7 +236,7 @@ def rlid_loss(cfg: RLiDConfig, log_probs: torch.Tensor, actions: torch.Tensor,
     if weights is None:
         weights = (length_balanced_weights(episode_ids) if cfg.length_balance
                    else torch.ones_like(per))                                   # (N,)
-    pg = weighted_mean(per, weights.to(per.dtype))
+    pg = weighted_mean(per, weights.to(per.device, per.dtype))
     ent = decision_entropy(log_probs, m)                                        # (N,)
     metrics = {"loss/policy": float(pg.detach()),
                "policy/entropy": float(ent.detach().mean()) if ent.numel() else 0.0}

@@ -55,7 +55,7 @@ def _turn_slots(turn_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int
     """Flat slot ``b * M + t`` per token (0 for non-turn tokens), valid-token mask, M."""
     valid = turn_ids >= 0                                                       # (B, T)
     m = int(turn_ids.max()) + 1
-    rows = torch.arange(turn_ids.shape[0])[:, None]                             # (B, 1)
+    rows = torch.arange(turn_ids.shape[0], device=turn_ids.device)[:, None]     # (B, 1)
     slot = torch.where(valid, rows * m + turn_ids, torch.zeros_like(turn_ids))  # (B, T)
     return slot, valid, m
 

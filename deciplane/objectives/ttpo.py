@@ -40,11 +40,10 @@ from .policy_loss import LossOutput
 def clip_at_quantile(x: torch.Tensor, mask: torch.Tensor, q: float = 0.98) -> torch.Tensor:
     """Clip each row of ``x`` (B, T) from above at the ``q``-quantile of its valid values."""
     m = as_bool_mask(mask)
-    rows = []
-    for b in range(x.shape[0]):
-        cap = masked_quantile(x[b], m[b], q)
-        rows.append(x[b] if torch.isnan(cap) else torch.minimum(x[b], cap))
-    return torch.stack(rows) if rows else x
+    nan = torch.full_like(x, float("nan"), dtype=torch.float64)
+    vals = torch.where(m, x.detach().to(torch.float64), nan)                    # (B, T)
+    cap = torch.nanquantile(vals, q, dim=1, keepdim=True).to(x.dtype)           # (B, 1)
+    return torch.where(torch.isnan(cap), x, torch.minimum(x, cap))              # (B, T)
 
 
 def normalized_entropy(entropy: torch.Tensor, mask: torch.Tensor, q: float = 0.98
