@@ -95,6 +95,28 @@ def split_agree(answers: Sequence[str | None]):
     return v, agree
 
 
+def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | None,
+                    rows: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+    """Per-token ``KL(q_t || p_t)`` on the agree rows, 0 elsewhere: ``(B, R)``.
+
+    ``student_logp (B, R, V)``: log-softmax of the student ``pi_theta(.|x, y_<t)`` (with
+    grad), responses right-aligned; ``teacher_logp (P, Rp, V)``: the teacher
+    ``pi(.|[x; "answer: a_hat"], y_<t)`` for ``rows`` (the agree rows of the micro-batch,
+    in order), also right-aligned; ``lengths[j]`` = response length of row ``j``.
+    """
+    b, width, _ = student_logp.shape
+    kl = student_logp.new_zeros((b, width))                                      # (B, R)
+    if teacher_logp is None or not rows:
+        return kl
+    for k, j in enumerate(rows):
+        r = int(lengths[j])
+        q = teacher_logp[k, teacher_logp.shape[1] - r:].detach()                 # (r, V)
+        p = student_logp[j, width - r:]                                          # (r, V)
+        kl_j = (q.exp() * (q - p)).sum(-1)                                       # (r,)
+        kl = kl.index_put((torch.full((r,), j), torch.arange(width - r, width)), kl_j)
+    return kl
+
+
 class TTPO(BaseAdapter):
     """Test-time policy optimisation. ``TTPO(policy, TTPOConfig()).run(tasks)``."""
 
@@ -178,18 +200,13 @@ class TTPO(BaseAdapter):
                 fwd = forward_responses(self.policy, prompts, resps, with_entropy=True, full=True,
                                         temperature=cfg.temperature, budget=self.budget)
                 agree = torch.tensor([agree_rows[i] for i in mb], dtype=torch.bool)
-                kl = torch.zeros_like(fwd.logp)                                     # (B, R)
                 pos = [j for j, i in enumerate(mb) if agree_rows[i]]
+                q = None
                 if pos:
                     q = self._teacher_logp([teacher_prompts[mb[j]] for j in pos],
                                            [resps[j] for j in pos])                 # (P, Rp, V)
-                    width = fwd.logp.shape[1]
-                    for k, j in enumerate(pos):
-                        r = int(resps[j].numel())
-                        q_j = q[k, q.shape[1] - r:]                                 # (r, V)
-                        p_j = fwd.full_logp[j, width - r:]                          # (r, V)
-                        kl_j = (q_j.exp() * (q_j - p_j)).sum(-1)                    # (r,)  KL(q||p)
-                        kl = kl.index_put((torch.full((r,), j), torch.arange(width - r, width)), kl_j)
+                kl = agree_branch_kl(fwd.full_logp, q, pos,
+                                     [int(r.numel()) for r in resps])               # (B, R)
             adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32)
             out = ttpo_loss(self.loss_cfg, kl, fwd.entropy.detach(), fwd.logp, fwd.mask, agree, adv)
             share = len(mb) / n   # ttpo_loss divides by the micro-batch size; re-weight to 1/|B|
@@ -200,4 +217,4 @@ class TTPO(BaseAdapter):
         return total
 
 
-__all__ = ["TTPO", "TTPOConfig", "balanced_selection", "split_agree"]
+__all__ = ["TTPO", "TTPOConfig", "agree_branch_kl", "balanced_selection", "split_agree"]
