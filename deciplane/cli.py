@@ -56,6 +56,12 @@ def benchmarks_cmd() -> None:
                   highlight=False)
 
 
+# code optimisation: `deciplane codeopt list|show|run` (deciplane/envs/codeopt/commands.py)
+from deciplane.envs.codeopt.commands import register as _register_codeopt_commands  # noqa: E402
+
+_register_codeopt_commands(app)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -123,7 +123,7 @@ class MenuPPO(Algorithm):
 
     def __init__(self, config: RLiDPPOConfig, policy: Any) -> None:
         super().__init__(config, policy)
-        from deciplane.agents.menu import MenuAgent
+        from deciplane.agents import MenuAgent
         from deciplane.objectives.rlid import RLiDConfig
 
         c = config

@@ -361,6 +361,11 @@ def parse_override(item: str) -> tuple[str, Any]:
         value = yaml.safe_load(text) if text.strip() else ""
     except yaml.YAMLError:
         value = text
+    if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     return key, value
 
 

@@ -85,6 +85,13 @@ class Algorithm(abc.ABC):
     def evaluate(self, split: str) -> dict[str, float]:
         """Held-out metrics on ``split`` (e.g. ``success_rate``, ``episodes`` or ``accuracy``)."""
 
+    def update(self, batch: RolloutBatch, optimizer: torch.optim.Optimizer
+               ) -> tuple[dict[str, float], int, int] | None:
+        """Override only to run a whole update step yourself (e.g. the single-turn GRPO
+        core) with the trainer's optimizer; return ``(metrics, steps taken, steps
+        skipped)``. The default ``None`` means: the trainer's generic update on :meth:`loss`."""
+        return None
+
     def distill_config(self) -> DistillConfig | None:
         """The RL + distillation settings, if the algorithm has a distillation objective."""
         return None
@@ -240,6 +247,12 @@ class Trainer:
 
     def _update(self, batch: RolloutBatch, seed: int) -> dict[str, float]:
         """PPO epochs over minibatches; returns averaged loss metrics."""
+        own = self.algo.update(batch, self.optimizer)
+        if own is not None:
+            metrics, steps, skipped = own
+            self.counters.optimizer_steps += steps
+            self.counters.skipped_steps += skipped
+            return metrics
         o = self.config.optim
         dcfg = self.algo.distill_config()
         distill_on = dcfg is not None and dcfg.enabled and dcfg.lam > 0
@@ -320,6 +333,7 @@ class Trainer:
             "seeds": {"master": self.config.seed,
                       "derivation": "sha256(seed/iteration/stream) per iteration"},
             "status": status,
+            "run_dir": str(self.run_dir),
             "iterations": c.iteration,
             "env_steps": c.env_steps,
             "episodes": c.episodes,

@@ -1,0 +1,139 @@
+"""GRPO-family training on single-turn verifiable tasks (``deciplane/Math-v0``).
+
+Rollouts and the update come from :mod:`deciplane.trainers.single_turn` (the core the
+test-time adapters share); the reward is the environment's math-verify check on the
+*train* split; before/after accuracy comes from the held-out scorer on the test split
+(gold in the scorer's process, greedy answers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from deciplane.trainers.config import MathGRPOConfig
+from deciplane.trainers.trainer import Algorithm, Objectives, RolloutBatch
+
+SYSTEM_PROMPT = "Solve the math problem. Give the final answer as a number."
+
+
+class MathGRPO(Algorithm):
+    """Single-turn GRPO on Math-v0: sample groups, verify, one GRPO-family step."""
+
+    config: MathGRPOConfig
+
+    def __init__(self, config: MathGRPOConfig, policy: Any) -> None:
+        super().__init__(config, policy)
+        import gymnasium as gym
+
+        from deciplane.trainers.single_turn import Budget, GRPOConfig
+
+        c = config
+        self.env = gym.make("deciplane/Math-v0", benchmark=c.benchmark, split="train",
+                            **c.env_kwargs).unwrapped
+        self.n_train = len(self.env)
+        aggregation = {"token": "token_mean", "sequence": "seq_mean"}[c.aggregation]
+        if c.advantage == "dr_grpo":
+            aggregation = "seq_sum_const"
+        self.grpo = GRPOConfig(
+            advantage=c.advantage, clip_eps=c.clip_eps,
+            clip_eps_high=c.clip_eps_high if c.clip == "clip_higher" else None,
+            ratio="sequence" if c.clip == "gspo" else "token", aggregation=aggregation,
+            max_len=c.max_new_tokens, kl_coef=c.beta, temperature=c.temperature,
+            epochs=c.optim.epochs, minibatches=c.optim.minibatches,
+            micro_batch_size=c.optim.micro_batch_size, max_grad_norm=c.optim.max_grad_norm)
+        self.budget = Budget()
+        self._update = None
+        self._fps: dict[str, str] = {"train": getattr(self.env, "split_fingerprint", "")}
+
+    def prompt(self, problem: str) -> str:
+        return self.policy.format_prompt(problem, SYSTEM_PROMPT)
+
+    def split_fingerprints(self) -> dict[str, str]:
+        return dict(self._fps)
+
+    def rollout(self, iteration: int, seed: int) -> RolloutBatch:
+        from deciplane.trainers.single_turn import sample_groups
+
+        c = self.config
+        rng = np.random.default_rng(seed % (2**63))
+        idx = [int(i) for i in rng.choice(self.n_train, size=c.prompts_per_step, replace=False)]
+        problems = []
+        for i in idx:
+            obs, _ = self.env.reset(seed=i, options={"index": i})
+            problems.append(obs)
+        self.policy.model.eval()
+        groups = sample_groups(self.policy, [self.prompt(p) for p in problems],
+                               group_size=c.group_size, max_new_tokens=c.max_new_tokens,
+                               temperature=c.temperature, seed=seed % (2**62),
+                               budget=self.budget, group_ids=[f"p{i}" for i in idx])
+        self.policy.model.train()
+        rewards = []
+        for i, group in zip(idx, groups):
+            for traj in group:
+                self.env.reset(seed=i, options={"index": i})
+                _, r, _, _, info = self.env.step(traj.turns[0].action)
+                traj.turns[0].reward = float(r)
+                rewards.append(float(r))
+        n_tok = sum(int(t.turns[0].response_ids.numel()) for g in groups for t in g)
+        r = np.array(rewards)
+        solved = [any(t.turns[0].reward > 0 for t in g) for g in groups]
+        metrics = {"rollout/accuracy": float(r.mean()), "rollout/reward": float(r.mean()),
+                   "rollout/groups_with_signal": float(np.mean(
+                       [len({t.turns[0].reward for t in g}) > 1 for g in groups])),
+                   "rollout/pass_at_group": float(np.mean(solved)),
+                   "rollout/tokens_per_sample": n_tok / max(1, len(rewards))}
+        return RolloutBatch(n_units=len(rewards), data=groups, env_steps=len(rewards),
+                            episodes=len(rewards), metrics=metrics)
+
+    def update(self, batch: RolloutBatch, optimizer: torch.optim.Optimizer
+               ) -> tuple[dict[str, float], int, int]:
+        """One GRPO-family step of the single-turn core with the trainer's AdamW."""
+        from deciplane.trainers.single_turn import GRPOUpdate, Optimizer
+
+        if self._update is None:
+            o = self.config.optim
+            wrapped = Optimizer(self.policy.trainable_parameters(), lr=o.lr,
+                                weight_decay=o.weight_decay, betas=tuple(o.betas),
+                                max_grad_norm=o.max_grad_norm, budget=self.budget)
+            wrapped.opt = optimizer  # the trainer's AdamW: checkpointed and resumed by it
+            self._update = GRPOUpdate(self.policy, self.grpo, budget=self.budget,
+                                      optimizer=wrapped)
+        before = (self.budget.optimizer_steps, self.budget.skipped_steps)
+        stats = self._update.step(batch.data)
+        steps = self.budget.optimizer_steps - before[0]
+        skipped = self.budget.skipped_steps - before[1]
+        m = dict(stats.metrics)
+        m["optim/skipped"] = float(stats.skipped)
+        return m, steps, skipped
+
+    def loss(self, batch: RolloutBatch, micro: list[int], optimizer_batch: list[int]
+             ) -> Objectives:  # pragma: no cover - update() does the whole step
+        raise NotImplementedError("MathGRPO updates through single_turn.GRPOUpdate")
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Greedy answers on ``split`` scored by the held-out scorer (gold never here)."""
+        from deciplane.envs import load_benchmark
+        from deciplane.trainers.single_turn import generate_texts
+
+        c = self.config
+        tasks, scorer = load_benchmark(c.benchmark, split, limit=c.eval_problems)
+        try:
+            was = self.policy.model.training
+            self.policy.model.eval()
+            with torch.no_grad():
+                texts = generate_texts(self.policy, [self.prompt(t.prompt) for t in tasks],
+                                       max_new_tokens=c.eval_max_new_tokens, greedy=True,
+                                       prompts_per_batch=32)
+            self.policy.model.train(was)
+            report = scorer.score({t.id: a for t, a in zip(tasks, texts)})
+        finally:
+            scorer.close()
+        self._fps[split] = report.split_fingerprint
+        return {"accuracy": report.accuracy, "count": report.count,
+                "n_correct": report.n_correct}
+
+    def close(self) -> None:
+        self.env.close()
