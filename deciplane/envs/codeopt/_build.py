@@ -123,7 +123,7 @@ SPECS: list[dict] = [
          tests=["1 2\n1\n", "4 0\n0 0 0 0\n", _pairs(80, 100, 17), _pairs(500, 150, 18)],
          perf={"cpu": _pairs(2200, 200, 19), "instructions": _pairs(350, 200, 20)}),
     # ---------------- pyperformance benchmarks ----------------
-    dict(id="nbody", title="N-body simulation (pyperformance bm_nbody)", origin="pyperformance",
+    dict(id="nbody", title="N-body simulation", origin="pyperformance",
          benchmark="nbody", split="train", compare="float",
          statement="Simulate the Jovian planets (pyperformance's n-body benchmark): offset the "
                    "momentum of the chosen reference body, print the total energy, advance the "
@@ -132,7 +132,7 @@ SPECS: list[dict] = [
                    "of steps. stdout: two lines, each an energy with 9 decimals.",
          examples=["sun 10\n"], tests=["sun 0\n", "jupiter 50\n", "sun 1000\n", "neptune 7\n"],
          perf={"cpu": "sun 20000\n", "instructions": "sun 800\n"}),
-    dict(id="spectral_norm", title="Spectral norm (pyperformance bm_spectral_norm)",
+    dict(id="spectral_norm", title="Spectral norm",
          origin="pyperformance", benchmark="spectral_norm", split="train", compare="float",
          statement="Approximate the spectral norm of the infinite matrix A with "
                    "a(i, j) = 1 / ((i + j)(i + j + 1) / 2 + i + 1), truncated to n x n, with 10 "
@@ -140,14 +140,14 @@ SPECS: list[dict] = [
          io_format="stdin: n >= 1. stdout: the estimate with 9 decimals.",
          examples=["10\n"], tests=["1\n", "2\n", "37\n", "100\n"],
          perf={"cpu": "130\n", "instructions": "30\n"}),
-    dict(id="fannkuch", title="Fannkuch (pyperformance bm_fannkuch)", origin="pyperformance",
+    dict(id="fannkuch", title="Fannkuch", origin="pyperformance",
          benchmark="fannkuch", split="train",
          statement="Print the maximum number of pancake flips over all permutations of 1..n, as "
                    "the reference's fannkuch(n) computes it.",
          io_format="stdin: 1 <= n <= 10. stdout: one integer.",
          examples=["5\n"], tests=["1\n", "3\n", "6\n", "7\n"],
          perf={"cpu": "8\n", "instructions": "6\n"}),
-    dict(id="richards", title="Richards scheduler (pyperformance bm_richards)",
+    dict(id="richards", title="Richards scheduler",
          origin="pyperformance", benchmark="richards", split="train",
          statement="Run the Richards operating-system scheduler simulation the given number of "
                    "times; print whether every run matched the expected counts and the final "
@@ -156,14 +156,14 @@ SPECS: list[dict] = [
                    "packet count, separated by spaces.",
          examples=["1\n"], tests=["2\n", "3\n"],
          perf={"cpu": "3\n", "instructions": "1\n"}),
-    dict(id="float", title="Float points (pyperformance bm_float)", origin="pyperformance",
+    dict(id="float", title="Float points", origin="pyperformance",
          benchmark="float", split="train", compare="float",
          statement="Build n points (x = sin i, y = 3 cos i, z = x^2 / 2), normalise each to unit "
                    "length, and print the component-wise maximum over all points.",
          io_format="stdin: n >= 1. stdout: x y z with 9 decimals.",
          examples=["3\n"], tests=["1\n", "10\n", "1000\n", "12345\n"],
          perf={"cpu": "120000\n", "instructions": "6000\n"}),
-    dict(id="nqueens", title="N-queens (pyperformance bm_nqueens)", origin="pyperformance",
+    dict(id="nqueens", title="N-queens", origin="pyperformance",
          benchmark="nqueens", split="test",
          statement="Find every placement of n non-attacking queens on an n x n board (one queen "
                    "per row; a placement is the tuple of column positions by row). Print their "
@@ -172,14 +172,14 @@ SPECS: list[dict] = [
                    "column indices.",
          examples=["4\n"], tests=["1\n", "2\n", "5\n", "6\n"],
          perf={"cpu": "8\n", "instructions": "6\n"}),
-    dict(id="pidigits", title="Digits of pi (pyperformance bm_pidigits)", origin="pyperformance",
+    dict(id="pidigits", title="Digits of pi", origin="pyperformance",
          benchmark="pidigits", split="test",
          statement="Print the first n decimal digits of pi (starting with the 3), without a "
                    "decimal point.",
          io_format="stdin: n >= 1. stdout: one line of n digits.",
          examples=["5\n"], tests=["1\n", "27\n", "300\n"],
          perf={"cpu": "2000\n", "instructions": "500\n"}),
-    dict(id="hexiom", title="Hexiom puzzle (pyperformance bm_hexiom)", origin="pyperformance",
+    dict(id="hexiom", title="Hexiom puzzle", origin="pyperformance",
          benchmark="hexiom", split="test",
          statement="Solve a Hexiom board (pyperformance's hexiom solver, first-solution strategy, "
                    "descending order) and print the solved board exactly as the reference does.",
