@@ -130,8 +130,9 @@ def degenerate_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.T
     r = _check_rewards(rewards, group_ids)
     ids, g = dense_ids(group_ids.long().to(r.device))
     big = torch.finfo(r.dtype).max
-    lo = torch.full((g,), big, dtype=r.dtype, device=r.device).scatter_reduce(0, ids, r, "amin")   # (G,)
-    hi = torch.full((g,), -big, dtype=r.dtype, device=r.device).scatter_reduce(0, ids, r, "amax")  # (G,)
+    init = torch.full((g,), big, dtype=r.dtype, device=r.device)               # (G,)
+    lo = init.scatter_reduce(0, ids, r, "amin")                                 # (G,)
+    hi = (-init).scatter_reduce(0, ids, r, "amax")                              # (G,)
     return (hi == lo)[ids]                                                        # (N,)
 
 

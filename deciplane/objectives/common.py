@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import typing
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable
 
 import torch
 
@@ -209,15 +209,8 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def kl_from_logits(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
-    """KL(p || q) per position for p = softmax(p_logits), q = softmax(q_logits): (..., V) -> (...)."""
+    """KL(p || q) per position, p = softmax(p_logits), q = softmax(q_logits): (..., V) -> (...)."""
     logp = torch.log_softmax(p_logits.float(), dim=-1)
     logq = torch.log_softmax(q_logits.float(), dim=-1)
     return (logp.exp() * (logp - logq)).sum(-1)
 
-
-def stack_like(xs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Stack a non-empty sequence of equally shaped tensors (clear error otherwise)."""
-    if len(xs) == 0:
-        raise ObjectiveInputError("expected at least one tensor")
-    check_same_shape(**{f"t{i}": x for i, x in enumerate(xs)})
-    return torch.stack(list(xs))

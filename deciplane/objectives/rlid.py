@@ -92,10 +92,13 @@ def decision_ppo_loss(log_probs: torch.Tensor, actions: torch.Tensor,
                     ("advantages", advantages)):
         if t.shape != (n,):
             raise ObjectiveInputError(f"{name} must be (N,) with N={n}, got {list(t.shape)}")
-    new = log_probs.gather(1, actions.long().to(log_probs.device)[:, None]).squeeze(1)               # (N,)
-    ratio = (new - old_log_prob.detach()).exp()                                 # (N,)
+    act = actions.long().to(log_probs.device)                                   # (N,)
+    new = log_probs.gather(1, act[:, None]).squeeze(1)                          # (N,)
+    old = old_log_prob.detach().to(new.device, new.dtype)                       # (N,)
+    adv = advantages.detach().to(new.device, new.dtype)                         # (N,)
+    ratio = (new - old).exp()                                                   # (N,)
     high = eps_low if eps_high is None else eps_high
-    return clipped_surrogate(ratio, advantages.detach(), eps_low, high)         # (N,)
+    return clipped_surrogate(ratio, adv, eps_low, high)                         # (N,)
 
 
 def length_balanced_weights(episode_ids: torch.Tensor) -> torch.Tensor:
