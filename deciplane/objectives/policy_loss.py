@@ -183,7 +183,8 @@ class PolicyLossConfig:
     eps_high: float | None = None
     """Upper clip ``1 + eps_high``; ``None`` = symmetric (``eps_low``). DAPO clip-higher: 0.28."""
     ratio: RatioLevel = "token"
-    """``token`` (PPO/GRPO) or ``sequence`` (GSPO: length-normalised sequence ratio)."""
+    """``token`` (PPO/GRPO) or ``sequence`` (GSPO: length-normalised sequence ratio; the
+    published GSPO pairs it with ``aggregation='seq_mean'`` and much smaller clip ranges)."""
     aggregation: Aggregation = "token_mean"
     """``token_mean`` (DAPO) | ``seq_mean`` (GRPO/GSPO) | ``seq_sum_const`` (Dr. GRPO)."""
     max_len: int | None = None

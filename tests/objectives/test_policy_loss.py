@@ -130,3 +130,26 @@ def test_policy_loss_config_validation_and_missing_reference():
 def test_token_ratio_is_one_on_padding():
     r = token_ratio(T([[0.0, 3.0]]), T([[0.0, NAN]]), T([[1, 0]]).bool())
     assert r.tolist() == [[1.0, 1.0]]
+
+
+def test_clipped_surrogate_is_pessimistic_bound_property():
+    g = torch.Generator().manual_seed(4)
+    r = torch.rand(200, generator=g) * 3
+    a = torch.randn(200, generator=g)
+    for lo, hi in ((0.2, 0.2), (0.2, 0.28), (0.1, 0.5)):
+        loss = clipped_surrogate(r, a, lo, hi)
+        assert torch.all(loss >= -r * a - 1e-6)                        # never optimistic
+        inside = (r >= 1 - lo) & (r <= 1 + hi)
+        assert torch.allclose(loss[inside], (-r * a)[inside])           # exact inside the box
+
+
+def test_seq_sum_const_does_not_depend_on_padding_or_own_length():
+    loss = T([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    mask = T([[1, 1, 0, 0], [1, 0, 0, 0]]).bool()
+    wide = torch.cat([loss, torch.full((2, 3), NAN)], 1)
+    wmask = torch.cat([mask, torch.zeros(2, 3, dtype=torch.bool)], 1)
+    a = aggregate(loss, mask, "seq_sum_const", max_len=8)
+    assert float(a) == pytest.approx((2 / 8 + 1 / 8) / 2)
+    assert float(aggregate(wide, wmask, "seq_sum_const", max_len=8)) == pytest.approx(float(a))
+    # a response's own length is not its normaliser (seq_mean would give 1 for both rows)
+    assert float(aggregate(loss, mask, "seq_mean")) == pytest.approx(1.0)
