@@ -62,6 +62,12 @@ from deciplane.envs.codeopt.commands import register as _register_codeopt_comman
 _register_codeopt_commands(app)
 
 
+# sandbox diagnostics: `deciplane doctor` (deciplane/envs/sandbox/doctor.py)
+from deciplane.envs.sandbox.doctor import register as _register_doctor  # noqa: E402
+
+_register_doctor(app)
+
+
 def main() -> None:  # pragma: no cover
     app()
 
