@@ -1,0 +1,424 @@
+"""``deciplane/TextWorld-v0``: TextWorld games with their legal actions as a menu."""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Sequence, SupportsInt
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from deciplane.envs.textworld_games import (EMBEDDED, SPLITS, GameSuite, available_presets,
+                                            make_game_suite, suite_from_paths)
+from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
+                              UnknownPreset)
+from deciplane.types import Menu
+
+# Everything TextWorld (Inform7 -> Z-machine -> jericho) prints: ZSCII is ASCII plus
+# accented Latin letters; typographic punctuation is added for user games. Anything else
+# is replaced by "?" so that every observation lies in the observation space.
+OBS_CHARSET = frozenset(
+    string.printable
+    + "".join(chr(c) for c in range(0xA0, 0x250))       # Latin-1 supplement, Latin ext. A/B
+    + "".join(chr(c) for c in range(0x2010, 0x2060))    # dashes, quotes, ellipsis, bullets
+    + "\u20ac\u2122"
+)
+MAX_OBS_CHARS = 65_536
+MAX_COMMAND_CHARS = 256
+COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
+# Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
+# the story); in text mode they are refused as invalid and never sent to the game.
+META_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "undo", "script",
+                           "unscript", "transcript", "noscript"})
+_BANNER_CHARS = frozenset(" _|\\/$<>")
+_NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
+_SPACES = re.compile(r"\s+")
+_GAME_CACHE_SIZE = 8
+
+
+class TextWorldEnv(gym.Env[str, Any]):
+    """TextWorld text games (``tw-make`` presets or your own ``.z8`` files) as menus.
+
+    ## Description
+
+    Each episode plays one game of a suite: the games of one split (``train``, ``valid``,
+    ``test``; disjoint) of a TextWorld preset, generated once offline with ``tw-make`` and
+    cached (see :func:`deciplane.envs.make_game_suite`), or a list of ``.z8`` files.
+    ``reset(seed=s)`` picks the game deterministically from ``s`` (the same seed gives the
+    same game, which is what group baselines need); ``reset(options={"game": i})`` plays
+    game ``i`` of the suite (an index, a name or a path). Without options, games come in
+    a shuffled order that covers the whole suite before repeating.
+
+    ## Observation
+
+    The game's text (``spaces.Text``), as TextWorld prints it (the ASCII-art banner at
+    the start of a game is dropped unless ``strip_banner=False``).
+
+    ## Action
+
+    ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
+    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted,
+    without TextWorld escape commands (``\\...``). ``info["action_mask"]`` marks the
+    valid indices. An index outside ``Discrete(max_menu)`` raises
+    :class:`deciplane.errors.InvalidAction`; a masked index inside it is an *invalid move*:
+    the game does not change, ``info["invalid_action"]`` is True, the observation is
+    repeated and the reward is ``invalid_action_penalty``.
+
+    ``action_mode="text"``: a free command string. A command that is not in the menu
+    (compared case- and whitespace-insensitively) is counted as invalid but still sent to
+    the game, which answers it; empty commands and interpreter meta-commands (``quit``,
+    ``restart``, ``undo``, ``save``...) are invalid and not sent.
+
+    ## Reward
+
+    The change in the game's score (TextWorld reports a cumulative score), plus
+    ``invalid_action_penalty`` on an invalid action. Without a penalty the rewards of an
+    episode sum to its final score.
+
+    ## Episode end
+
+    ``terminated`` when the game is won or lost; ``truncated`` after
+    ``max_episode_steps`` steps (invalid ones included), or if a non-terminal state
+    offers no action at all (``info["empty_menu"] = True``; menu mode only).
+
+    ## Info
+
+    ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``
+    (steps taken), ``invalid_action`` (this step), ``invalid_actions`` (this episode),
+    ``game`` (path), ``game_name``, ``game_index``, ``split_fingerprint`` and, with
+    ``expert=True``, ``expert_action`` (menu index of the first command of TextWorld's
+    winning policy; absent when there is none) and ``expert_command``.
+
+    ## Arguments
+
+    * ``games``: a preset (``tw-simple``, ``tw-coin_collector``, ``tw-treasure_hunter``,
+      ``tw-cooking``, ``custom``), ``"embedded"`` (the built-in mix, the default), a list
+      of ``.z8`` paths, or a :class:`~deciplane.envs.textworld_games.GameSuite`.
+    * ``split``: ``train`` | ``valid`` | ``test`` (presets only).
+    * ``n_games``: games per split for a preset (default 10); ``game_options``: tw-make
+      options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.
+    * ``max_menu``: size of the action space; a state with more actions raises
+      :class:`~deciplane.errors.MenuTooLarge` (raise it).
+    * ``max_episode_steps`` (100), ``expert`` (False), ``action_mode`` (``"menu"``),
+      ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
+      (``"ansi"`` or ``"human"``), ``progress`` (show a bar while generating games).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"]}
+
+    def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
+                 split: str = "train", n_games: int | None = None,
+                 game_options: dict[str, Any] | None = None, suite_seed: int = 0,
+                 max_menu: int = 64, max_episode_steps: int = 100, expert: bool = False,
+                 action_mode: str = "menu", invalid_action_penalty: float = 0.0,
+                 strip_banner: bool = True, render_mode: str | None = None,
+                 progress: bool = False) -> None:
+        _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
+        self.suite = _resolve_suite(games, split, n_games, game_options or {}, suite_seed,
+                                    progress)
+        self.split = split
+        self._names = self.suite.names
+        self._masks: dict[int, np.ndarray] = {}
+        self.max_menu = int(max_menu)
+        self.max_episode_steps = int(max_episode_steps)
+        self.expert = bool(expert)
+        self.action_mode = action_mode
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.strip_banner = bool(strip_banner)
+        self.render_mode = render_mode
+
+        self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0,
+                                             charset=OBS_CHARSET)
+        if action_mode == "menu":
+            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
+        else:
+            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
+                                            charset=COMMAND_CHARSET)
+
+        import textworld
+
+        self._request = textworld.EnvInfos(admissible_commands=True, won=True, lost=True,
+                                           score=True, max_score=True,
+                                           policy_commands=self.expert)
+        self._games: OrderedDict[Path, Any] = OrderedDict()  # path -> loaded textworld env
+        self._order: np.ndarray | None = None
+        self._pos = 0
+        self._env: Any = None
+        self._game_index = -1
+        self._obs = ""
+        self._menu = Menu(())
+        self._lookup: dict[str, int] | None = None
+        self._state: Any = None
+        self._score = 0
+        self._steps = 0
+        self._invalid = 0
+        self._done = True
+
+    # ---- gymnasium API ------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None or self._order is None:
+            self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
+        if options and options.get("game") is not None:
+            index = self._game_from_option(options["game"])
+        else:
+            if self._pos >= len(self._order):
+                self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
+            index = int(self._order[self._pos])
+            self._pos += 1
+        self._game_index = index
+        self._env = self._load(self.suite.paths[index])
+        state = self._env.reset()
+        self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
+        obs = state.feedback
+        if self.strip_banner:
+            obs = strip_banner(obs)
+        self._observe(state, obs)
+        return self._obs, self._info(invalid=False)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise GameError("step() after the episode ended; call reset() first")
+        if self.action_mode == "menu":
+            command = self._command_from_index(action)
+            send = command is not None
+            invalid = not send
+        else:
+            command, send, invalid = self._command_from_text(action)
+        self._steps += 1
+        reward = 0.0
+        if send:
+            state, _, _ = self._env.step(command)
+            score = int(state["score"] or 0)
+            reward = float(score - self._score)
+            self._score = score
+            self._observe(state, state.feedback)
+        if invalid:
+            self._invalid += 1
+            reward += self.invalid_action_penalty
+        won, lost = bool(self._state["won"]), bool(self._state["lost"])
+        terminated = won or lost
+        empty = (not terminated and self.action_mode == "menu" and not self._menu.actions)
+        truncated = not terminated and (self._steps >= self.max_episode_steps or empty)
+        self._done = terminated or truncated
+        info = self._info(invalid=invalid)
+        if empty:
+            info["empty_menu"] = True
+        return self._obs, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._obs
+        if self.render_mode == "human":
+            print(self._obs)
+        return None
+
+    def close(self) -> None:
+        for env in self._games.values():
+            env.close()
+        self._games.clear()
+        self._env = None
+        super().close()
+
+    # ---- properties for evaluators ------------------------------------------------------
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of games in the suite (``reset(options={"game": i})`` plays game ``i``)."""
+        return len(self.suite)
+
+    @property
+    def split_fingerprint(self) -> str:
+        return self.suite.fingerprint
+
+    @property
+    def menu(self) -> Menu:
+        return self._menu
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _game_from_option(self, game: Any) -> int:
+        if isinstance(game, (int, np.integer)):
+            if not 0 <= int(game) < len(self.suite):
+                raise ConfigError(f"options['game']={game} but the suite has "
+                                  f"{len(self.suite)} games (0..{len(self.suite) - 1})")
+            return int(game)
+        names = self._names
+        key = str(game)
+        for i, (name, path) in enumerate(zip(names, self.suite.paths)):
+            if key in (name, str(path)):
+                return i
+        raise ConfigError(f"options['game']={game!r} is not in the suite; pass an index "
+                          f"0..{len(self.suite) - 1} or one of: {', '.join(names[:20])}")
+
+    def _load(self, path: Path) -> Any:
+        """A started TextWorld env for ``path`` (kept in a small LRU cache)."""
+        env = self._games.get(path)
+        if env is not None:
+            self._games.move_to_end(path)
+            return env
+        import textworld
+
+        try:
+            env = textworld.start(str(path), self._request)
+        except Exception as e:  # noqa: BLE001 - anything TextWorld/jericho raises on load
+            raise GameError(f"TextWorld could not load {str(path)!r} ({type(e).__name__}: "
+                            f"{e}); regenerate the game with tw-make or remove it from "
+                            "games=[...]") from e
+        self._games[path] = env
+        if len(self._games) > _GAME_CACHE_SIZE:
+            _, old = self._games.popitem(last=False)
+            old.close()
+        return env
+
+    def _observe(self, state: Any, obs: str) -> None:
+        self._state = state
+        self._obs = clean_observation(obs)
+        actions = [c for c in sorted(state["admissible_commands"] or ()) if c[:1] != "\\"]
+        if len(actions) > self.max_menu and not (state["won"] or state["lost"]):
+            raise MenuTooLarge(
+                f"{self._names[self._game_index]} offers {len(actions)} actions but "
+                f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
+                "(gym.make(..., max_menu=N))")
+        self._menu = Menu(tuple(actions[: self.max_menu]))
+        self._lookup = None
+
+    def _mask(self, n: int) -> np.ndarray:
+        """``Menu.mask`` for a menu of ``n`` actions (a fresh copy of a cached array)."""
+        m = self._masks.get(n)
+        if m is None:
+            m = self._masks[n] = self._menu.mask(self.max_menu)
+        return m.copy()
+
+    def _index_of(self, command: str) -> int:
+        if self._lookup is None:
+            self._lookup = {c: i for i, c in enumerate(self._menu.actions)}
+        return self._lookup.get(command, -1)
+
+    def _command_from_index(self, action: Any) -> str | None:
+        index = _as_index(action)
+        if not 0 <= index < self.max_menu:
+            raise InvalidAction(
+                f"action {index} is outside the action space Discrete({self.max_menu}); the "
+                f"current menu has {len(self._menu)} actions, valid indices are "
+                f"0..{len(self._menu) - 1} (see info['action_mask'])")
+        if index >= len(self._menu):
+            return None
+        return self._menu.actions[index]
+
+    def _command_from_text(self, action: Any) -> tuple[str, bool, bool]:
+        if isinstance(action, bytes):
+            try:
+                action = action.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
+        if not isinstance(action, str):
+            raise InvalidAction(f"action_mode='text' takes a command string, got "
+                                f"{type(action).__name__}; use action_mode='menu' for indices")
+        command = normalize_command(action)
+        if not command or command.split()[0] in META_COMMANDS or command[0] == "\\":
+            return command, False, True
+        return command, True, self._index_of(command) < 0
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        state = self._state
+        info = {
+            "menu": self._menu,
+            "action_mask": self._mask(len(self._menu)),
+            "won": bool(state["won"]),
+            "lost": bool(state["lost"]),
+            "score": self._score,
+            "max_score": int(state["max_score"] or 0),
+            "moves": self._steps,
+            "invalid_action": invalid,
+            "invalid_actions": self._invalid,
+            "game": str(self.suite.paths[self._game_index]),
+            "game_name": self._names[self._game_index],
+            "game_index": self._game_index,
+            "split_fingerprint": self.suite.fingerprint,
+        }
+        if self.expert:
+            policy = state["policy_commands"] or ()
+            if policy:
+                index = self._index_of(policy[0])
+                info["expert_command"] = policy[0]
+                if index >= 0:
+                    info["expert_action"] = index
+        return info
+
+
+# ---- small pure helpers -------------------------------------------------------------------
+
+
+def strip_banner(text: str) -> str:
+    """Drop TextWorld's ASCII-art title (leading lines made only of ``_|\\/$<>``)."""
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines) and set(lines[k]) <= _BANNER_CHARS:
+        k += 1
+    return "\n".join(lines[k:]) if k else text
+
+
+def clean_observation(text: str) -> str:
+    """``text`` with characters outside :data:`OBS_CHARSET` replaced by ``?`` and cut to
+    :data:`MAX_OBS_CHARS`, so it always lies in the observation space."""
+    return _NOT_OBS.sub("?", text[:MAX_OBS_CHARS])
+
+
+def normalize_command(command: str) -> str:
+    """Lower-case, one line, single spaces: how menu commands are written."""
+    return _SPACES.sub(" ", command).strip().lower()
+
+
+def _as_index(action: Any) -> int:
+    if isinstance(action, (bool, np.bool_)) or isinstance(action, (str, bytes)):
+        raise InvalidAction(f"menu mode takes an integer index, got {action!r}; use "
+                            "action_mode='text' to send commands")
+    if isinstance(action, np.ndarray) and action.shape == ():
+        action = action.item()
+    if isinstance(action, (float, np.floating)) and float(action).is_integer():
+        action = int(action)
+    if not isinstance(action, (int, np.integer, SupportsInt)) or isinstance(action, float):
+        raise InvalidAction(f"menu mode takes an integer index, got {action!r}")
+    return int(action)
+
+
+def _check_args(split: str, max_menu: int, max_episode_steps: int, action_mode: str,
+                render_mode: str | None) -> None:
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if action_mode not in ("menu", "text"):
+        raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
+    if int(max_menu) < 1:
+        raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
+    if int(max_episode_steps) < 1:
+        raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+    if render_mode not in (None, "ansi", "human"):
+        raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
+
+
+def _resolve_suite(games: Any, split: str, n_games: int | None, options: dict[str, Any],
+                   suite_seed: int, progress: bool) -> GameSuite:
+    if isinstance(games, GameSuite):
+        return games
+    if isinstance(games, (str, os.PathLike)) and not str(games).endswith(".z8"):
+        name = str(games)
+        if name not in available_presets():
+            raise UnknownPreset(f"games={name!r} is neither a preset nor a .z8 file; presets: "
+                              f"{', '.join(available_presets())}; or pass a list of .z8 paths")
+        if name == EMBEDDED:
+            if n_games is not None or options:
+                raise ConfigError("games='embedded' has fixed sizes; pass a preset "
+                                  "(e.g. games='tw-simple') to set n_games/game_options")
+            return make_game_suite(EMBEDDED, split, seed=suite_seed, progress=progress)
+        return make_game_suite(name, split, n_games, seed=suite_seed, progress=progress,
+                               **options)
+    paths = [games] if isinstance(games, (str, os.PathLike)) else list(games)
+    return suite_from_paths(paths)
