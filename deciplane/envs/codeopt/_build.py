@@ -149,13 +149,15 @@ SPECS: list[dict] = [
          perf={"cpu": "8\n", "instructions": "6\n"}),
     dict(id="richards", title="Richards scheduler",
          origin="pyperformance", benchmark="richards", split="train",
-         statement="Run the Richards operating-system scheduler simulation the given number of "
-                   "times; print whether every run matched the expected counts and the final "
-                   "hold and packet counts.",
-         io_format="stdin: iterations >= 1. stdout: 'ok' or 'mismatch', the hold count and the "
-                   "packet count, separated by spaces.",
-         examples=["1\n"], tests=["2\n", "3\n"],
-         perf={"cpu": "3\n", "instructions": "1\n"}),
+         statement="Run one round of the Richards operating-system scheduler simulation "
+                   "(pyperformance's richards benchmark) with the given numbers of packets "
+                   "initially queued for the work task and for the two device handlers (the "
+                   "benchmark uses 2, 3, 3); print the final hold and packet counts.",
+         io_format="stdin: three integers 1 <= work, dev_a, dev_b <= 50. stdout: the hold "
+                   "count and the packet count, separated by a space.",
+         examples=["2 3 3\n"], tests=["1 1 1\n", "5 3 3\n", "2 9 3\n", "30 30 30\n",
+                                       "7 1 12\n"],
+         perf={"cpu": "4 4 4\n", "instructions": "3 2 3\n"}),
     dict(id="float", title="Float points", origin="pyperformance",
          benchmark="float", split="train", compare="float",
          statement="Build n points (x = sin i, y = 3 cos i, z = x^2 / 2), normalise each to unit "
@@ -180,7 +182,7 @@ SPECS: list[dict] = [
          examples=["5\n"], tests=["1\n", "27\n", "300\n"],
          perf={"cpu": "2000\n", "instructions": "500\n"}),
     dict(id="hexiom", title="Hexiom puzzle", origin="pyperformance",
-         benchmark="hexiom", split="test",
+         benchmark="hexiom", split="test", drop_globals=["LEVELS"],
          statement="Solve a Hexiom board (pyperformance's hexiom solver, first-solution strategy, "
                    "descending order) and print the solved board exactly as the reference does.",
          io_format="stdin: the board (size line, then the hexagonal rows). stdout: the solved "
@@ -203,8 +205,9 @@ def _run(program: str, stdin: str) -> tuple[str, float]:
 def build(spec: dict, show_time: bool = False) -> None:
     folder = DATA / spec["id"]
     meta = {k: spec[k] for k in ("id", "title", "origin", "split", "statement", "io_format")}
-    if "benchmark" in spec:
-        meta["benchmark"] = spec["benchmark"]
+    for key in ("benchmark", "drop_globals"):
+        if key in spec:
+            meta[key] = spec[key]
     meta["compare"] = spec.get("compare", "exact")
     meta["timeout_s"] = spec.get("timeout_s", 10.0)
     program = reference_program(folder, meta)

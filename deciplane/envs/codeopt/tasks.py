@@ -116,12 +116,14 @@ def pyperformance_benchmark_path(name: str) -> Path:
     return path
 
 
-def extract_pyperformance_source(source: str) -> str:
+def extract_pyperformance_source(source: str, drop_names: tuple[str, ...] = ()) -> str:
     """Cut the pyperf harness out of a pyperformance benchmark, keeping comments.
 
     Removes ``import pyperf``, the ``if __name__ == "__main__":`` block and every
     top-level function whose body uses ``pyperf`` (timing loops, ``main(runner)``,
-    ``add_cmdline_args``). Raises :class:`TaskError` if ``pyperf`` is still referenced.
+    ``add_cmdline_args``), plus top-level statements assigning to ``drop_names`` (e.g.
+    hexiom's ``LEVELS``, whose boards serve as hidden tests). Raises
+    :class:`TaskError` if ``pyperf`` is still referenced.
     """
     tree = ast.parse(source)
     drop: list[tuple[int, int]] = []
@@ -132,6 +134,10 @@ def extract_pyperformance_source(source: str) -> str:
                 else [node.module or ""]
             if any(m == "pyperf" or m.startswith("pyperf.") for m in mods):
                 drop.append((start, node.end_lineno))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and drop_names and (
+                {n.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 for n in ast.walk(t) if isinstance(n, ast.Name)} & set(drop_names)):
+            drop.append((start, node.end_lineno))
         elif isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
             drop.append((start, node.end_lineno))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
@@ -172,7 +178,8 @@ def reference_program(folder: Path, meta: dict) -> str:
     """The reference source of a task folder: ``reference.py.txt`` for project tasks, or
     the installed pyperformance benchmark (harness removed) plus ``driver.py.txt``."""
     if meta["origin"] == "pyperformance":
-        bench = extract_pyperformance_source(_read(pyperformance_benchmark_path(meta["benchmark"])))
+        bench = extract_pyperformance_source(_read(pyperformance_benchmark_path(meta["benchmark"])),
+                                             tuple(meta.get("drop_globals", ())))
         return bench + _read(folder / "driver.py.txt")
     return _read(folder / "reference.py.txt")
 
