@@ -51,13 +51,13 @@ class AdaptConfig:
     """LoRA rank (finetune=lora)."""
     lora_alpha: int = 32
     """LoRA alpha (finetune=lora)."""
-    lr: float = 5e-5
+    lr: float = 1e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip before every optimizer step (0 = off)."""
-    max_new_tokens: int = 32
+    max_new_tokens: int = 24
     """Tokens generated per response (samples and final answers)."""
     temperature: float = 1.0
     """Sampling temperature of the votes / training samples (also divides the logits in the loss)."""
@@ -75,7 +75,7 @@ class AdaptConfig:
     """How the adapted policy answers: one greedy response, or a majority vote over `final_votes` samples."""
     final_votes: int = 8
     """Samples per task for final_answer=majority."""
-    checkpoints: int = 2
+    checkpoints: int = 1
     """Intermediate greedy answer sets recorded for the accuracy-vs-steps curve (scored after the run; not counted in the budget)."""
     answer_batch: int = 32
     """Prompts per generation call when answering."""

@@ -67,6 +67,16 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
     return cls.paper(**values) if paper else cls(**values)
 
 
+def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, seed: int,
+                  votes: int, config: AdaptConfig) -> str:
+    import hashlib
+
+    blob = json.dumps([model, benchmark, split, limit, seed, votes, config.max_new_tokens,
+                       config.temperature, config.top_p, config.system_prompt,
+                       config.instruction, config.answer_batch], default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def _score_dict(report) -> dict[str, Any]:
     return {"accuracy": report.accuracy, "n_correct": report.n_correct, "count": report.count,
             "missing": report.n_missing}
@@ -76,9 +86,15 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                    model: str = DEFAULT_MODEL, overrides: Sequence[str] = (), seed: int = 0,
                    run_dir: str | Path | None = None, limit: int | None = None,
                    threads: int | None = None, baselines: bool = True,
+                   baseline_cache: str | Path | None = None,
                    progress: Callable[[str, int, int, dict], None] | None = None) -> dict[str, Any]:
     """Run one adaptation with its baselines and write the run directory; returns the
-    summary dict (also in ``RUN_DIR/summary.json``)."""
+    summary dict (also in ``RUN_DIR/summary.json``).
+
+    ``baseline_cache``: a folder where the baselines' *answers* (model outputs, no gold)
+    are kept, keyed by everything they depend on (model, data, seed, votes, generation
+    settings), so that TTRL and TTPO runs with the same sample budget share them.
+    """
     import torch
 
     from deciplane.agents import load_policy
@@ -108,7 +124,16 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         greedy: dict[str, str] = {}
         maj: dict[str, str] = {}
         maj_samples: dict[str, list[str | None]] = {}
-        if baselines:
+        cache_file = None
+        if baselines and baseline_cache is not None:
+            key = _baseline_key(model, benchmark, split, limit, seed, votes_eq, config)
+            cache_file = Path(baseline_cache) / f"baselines-{key}.json"
+        if cache_file is not None and cache_file.is_file():
+            cached = json.loads(cache_file.read_text())
+            greedy, maj, maj_samples = cached["greedy"], cached["majority"], cached["samples"]
+            base_budget = Budget(**{k: v for k, v in cached["budget"].items()})
+            report("baselines (cached)", 1, 1, {})
+        elif baselines:
             with base_budget.clock():
                 prompts = [adapter.format(t) for t in tasks]
                 report("baseline: greedy", 0, 1, {})
@@ -116,6 +141,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                                        greedy=True, budget=base_budget,
                                        prompts_per_batch=config.answer_batch)
                 greedy = {t.id: a or "" for t, a in zip(tasks, extract(texts))}
+                report("baseline: greedy", 1, 1, {})
                 report("baseline: majority vote", 0, 1, {})
                 answers_m, per = majority_answers(
                     policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
@@ -123,6 +149,11 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                     budget=base_budget, prompts_per_batch=max(1, config.answer_batch // votes_eq))
                 maj = {t.id: a for t, a in zip(tasks, answers_m)}
                 maj_samples = {t.id: p for t, p in zip(tasks, per)}
+                report("baseline: majority vote", 1, 1, {})
+            if cache_file is not None:
+                atomic_write_json(cache_file, {"greedy": greedy, "majority": maj,
+                                               "samples": maj_samples,
+                                               "budget": base_budget.as_dict()})
 
         # ---- adaptation: prompts only -------------------------------------------------
         answers = adapter.run(tasks)

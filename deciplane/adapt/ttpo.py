@@ -2,7 +2,7 @@
 
 Per step, for each prompt of the batch:
 
-1. sample ``samples`` (K) responses, extract answers by the allowed rules, vote (as TTRL:
+1. sample ``votes`` (K) responses, extract answers by the allowed rules, vote (as TTRL:
    invalid answers dropped, equivalence clusters among predictions, deterministic ties);
    a prompt without any valid answer is skipped;
 2. split the K samples into the agree set P (answer in the majority cluster) and the
@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 class TTPOConfig(AdaptConfig):
     """TTPO options. Defaults are CPU-sized; ``TTPOConfig.paper()`` gives the paper's."""
 
-    samples: int = 8
-    """K: responses sampled per prompt for the vote (paper: 64)."""
+    votes: int = 8
+    """K: responses sampled per prompt for the vote (paper: 64); named as TTRL's N."""
     train_samples: int = 4
     """K_train: samples per prompt trained on, balanced P/N when possible (paper: 8)."""
     lam: float = 0.1
@@ -61,16 +61,16 @@ class TTPOConfig(AdaptConfig):
     hint_template: str = "answer: {answer}"
     """What the teacher sees appended to the prompt ([x; "answer: a_hat"])."""
 
-    PAPER: ClassVar[dict[str, Any]] = {"samples": 64, "train_samples": 8, "lam": 0.1,
+    PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 8, "lam": 0.1,
                                        "entropy_clip_quantile": 0.98, "teacher": "current"}
 
     def validate(self) -> None:
         super().validate()
-        if self.samples < 2:
-            raise ConfigError(f"TTPOConfig.samples = {self.samples} must be >= 2 (a vote needs samples)")
-        if not 1 <= self.train_samples <= self.samples:
+        if self.votes < 2:
+            raise ConfigError(f"TTPOConfig.votes = {self.votes} must be >= 2 (a vote needs samples)")
+        if not 1 <= self.train_samples <= self.votes:
             raise ConfigError(f"TTPOConfig.train_samples = {self.train_samples} must be in "
-                              f"[1, samples={self.samples}]")
+                              f"[1, votes={self.votes}]")
         if "{answer}" not in self.hint_template:
             raise ConfigError("TTPOConfig.hint_template must contain '{answer}' (where the "
                               "majority answer goes), e.g. 'answer: {answer}'")
@@ -133,12 +133,12 @@ class TTPO(BaseAdapter):
             policy.trainable_parameters()  # full fine-tuning: snapshot the reference now
 
     def samples_per_prompt(self) -> int:
-        return self.config.samples
+        return self.config.votes
 
     # -- one step ------------------------------------------------------------------------
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         cfg = self.config
-        groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.samples,
+        groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.votes,
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, seed=self.sample_seed(step), budget=self.budget,
                                group_ids=[t.id for t in tasks])
