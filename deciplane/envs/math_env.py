@@ -120,15 +120,17 @@ class MathEnv(gym.Env[str, str]):
         return None
 
 
-def _charset(items: list[LabeledItem]) -> frozenset[str]:
-    """Every character of the prompts plus alphanumerics: the observation space must
-    contain the observations (``check_env`` verifies it)."""
+def _charset(items: list[LabeledItem]) -> str:
+    """Every character of the prompts plus alphanumerics, *sorted*: the observation
+    space must contain the observations (``check_env`` verifies it), and AsyncVectorEnv's
+    shared memory encodes characters by their index in this order, which must be the
+    same in every process (a set's order depends on the per-process hash seed)."""
     from gymnasium.spaces.text import alphanumeric
 
     chars = set(alphanumeric)
     for it in items:
         chars.update(it.prompt)
-    return frozenset(chars)
+    return "".join(sorted(chars))
 
 
 __all__ = ["MathEnv", "InvalidAnswer"]

@@ -91,3 +91,26 @@ def test_unknown_benchmark_and_split():
         gym.make("deciplane/Math-v0", benchmark="gsm9k")
     with pytest.raises(UnknownBenchmark, match="splits: test, math500"):
         gym.make("deciplane/Math-v0", benchmark="mmath-en", split="train")
+
+
+@pytest.mark.parametrize("vector", ["sync", "async"])
+def test_vector_envs(vector):
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+    items, _ = load_labeled("arith", "valid", limit=10)
+    prompts = {it.prompt: it.gold for it in items}
+
+    def make():
+        return gym.make("deciplane/Math-v0", benchmark="arith", split="valid", limit=10)
+
+    # gymnasium 1.4's AsyncVectorEnv reads shared memory once at construction, which for
+    # Text observations (immutable str tuples) freezes them blank: use shared_memory=False.
+    venv = (SyncVectorEnv([make, make]) if vector == "sync"
+            else AsyncVectorEnv([make, make], shared_memory=False))
+    try:
+        obs, info = venv.reset(seed=0)
+        assert all(o in prompts for o in obs)  # text survives shared memory intact
+        _, reward, terminated, _, info = venv.step((prompts[obs[0]], "-1"))
+        assert list(reward) == [1.0, 0.0] and all(terminated)
+    finally:
+        venv.close()
