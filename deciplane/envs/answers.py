@@ -53,11 +53,17 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+_PHRASE_END_RE = re.compile(r",\s+(?=[A-Za-z]{2,})|;\s|\s+(?:because|since|as|which|so|and)\b")
+
+
 def answer_phrase(text: str) -> str | None:
     """The text after the last "the answer is" / "answer:" phrase, up to the end of
-    its sentence or line, or ``None``."""
+    its sentence or line, or before a following clause (", since ...", " because ..."),
+    or ``None``."""
     matches = list(_ANSWER_IS_RE.finditer(text))
-    return matches[-1].group(1) if matches else None
+    if not matches:
+        return None
+    return _PHRASE_END_RE.split(matches[-1].group(1), maxsplit=1)[0]
 
 
 def last_number(text: str) -> str | None:
@@ -91,10 +97,11 @@ def normalize_answer(answer: str | None) -> str | None:
 
 
 def _strip_wrappers(s: str) -> str:
-    """Strip whitespace, ``$`` delimiters and trailing periods until nothing changes."""
+    """Strip whitespace, ``$`` delimiters, markdown ``**`` and trailing periods until
+    nothing changes."""
     prev = None
     while s != prev:
-        prev, s = s, s.strip().rstrip(".").strip("$")
+        prev, s = s, s.strip().rstrip(".").strip("$").strip("*")
     return s
 
 

@@ -192,6 +192,10 @@ def _worker_main(req_fd: int, resp_fd: int, ppid: int) -> None:
 
 # ------------------------------------------------------------------- caller side --
 
+class _WorkerDied(Exception):
+    """A worker was found dead before it received a request (not a timeout)."""
+
+
 class _Worker:
     """One persistent verification process and its two pipe ends."""
 
@@ -230,7 +234,11 @@ class _Worker:
         """Verify ``pairs`` in order; ``None`` from the first pair that timed out on
         (the worker is then dead and must be replaced)."""
         self._wait_ready()
-        self.req.send(list(pairs))
+        try:
+            self.req.send(list(pairs))
+        except OSError:  # the worker died while idle (killed from outside, OOM...)
+            self.kill()
+            raise _WorkerDied from None
         out: list[bool | None] = []
         for _ in pairs:
             try:
@@ -357,11 +365,17 @@ def verify_many(pairs: Iterable[tuple[str | None, str]],
             todo.append(i)
     pool = _pool()
     while todo:
-        worker = pool.acquire()
-        try:
-            got = worker.run([(pairs[i][0], pairs[i][1]) for i in todo], timeout_s)
-        finally:
-            pool.release(worker)
+        for attempt in range(3):
+            worker = pool.acquire()
+            try:
+                got = worker.run([(pairs[i][0], pairs[i][1]) for i in todo], timeout_s)
+                break
+            except _WorkerDied:
+                if attempt == 2:
+                    raise RuntimeError("math-verify workers keep dying before they get work; "
+                                       "check memory limits (ulimit -v) and stderr") from None
+            finally:
+                pool.release(worker)
         done = 0
         for i, ok in zip(todo, got):
             if ok is None:

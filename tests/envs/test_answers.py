@@ -17,6 +17,10 @@ from deciplane.errors import InvalidAnswer
     ("The answer is 42. Check: 6*7=42, not 41", "42"),      # phrase beats last number
     ("the answer is $\\frac{3}{4}$. Done", "\\frac{3}{4}"),
     ("Final answer: -0.50", "-0.5"),
+    ("The answer is 12, since 5 + 7 = 12 and not 13", "12"),   # clause cut off
+    ("the answer is $\\frac{1}{2}$ because half", "\\frac{1}{2}"),
+    ("The answer is **7**.", "7"),
+    ("The answer is \\{1, 2\\}.", "\\{1, 2\\}"),             # a set keeps its comma
     ("I have 3 apples and 1,000 pears", "1000"),           # last number
     ("3/4 of them", "3/4"),
     ("total 007", "7"),

@@ -88,3 +88,15 @@ def test_missing_prediction_is_false(pred):
 def test_invalid_inputs_raise(pred, gold):
     with pytest.raises(InvalidAnswer):
         verify_math(pred, gold)
+
+
+def test_worker_killed_from_outside_is_replaced():
+    import os
+    import signal
+
+    assert verify_math("\\frac{1}{4}", "0.25")
+    pool = _pool()
+    for w in list(pool.idle):
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.proc.wait()
+    assert verify_math("\\frac{1}{4}", "0.25") is True

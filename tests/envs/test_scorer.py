@@ -188,3 +188,13 @@ def test_scorer_cannot_be_pickled(arith):
 
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(arith[1])
+
+
+def test_dead_scorer_process_gives_a_clear_error():
+    import signal
+
+    tasks, scorer = load_benchmark("arith", "valid", limit=2)
+    os.kill(scorer.pid, signal.SIGKILL)
+    with pytest.raises(ScorerError, match="died"):
+        scorer.score({tasks[0].id: "1"})
+    assert scorer.closed
