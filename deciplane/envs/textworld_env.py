@@ -50,8 +50,8 @@ class TextWorldEnv(gym.Env[str, Any]):
     ``test``; disjoint) of a TextWorld preset, generated once offline with ``tw-make`` and
     cached (see :func:`deciplane.envs.make_game_suite`), or a list of ``.z8`` files.
     ``reset(seed=s)`` picks the game deterministically from ``s`` (the same seed gives the
-    same game, which is what group baselines need); ``reset(options={"game": i})`` plays
-    game ``i`` of the suite (an index, a name or a path). Without options, games come in
+    same game, which is what group baselines need); ``reset(options={"game": i})`` (or
+    ``{"task": i}``) plays game ``i`` of the suite (an index, a name or a path). Without options, games come in
     a shuffled order that covers the whole suite before repeating.
 
     ## Observation
@@ -166,8 +166,9 @@ class TextWorldEnv(gym.Env[str, Any]):
         super().reset(seed=seed)
         if seed is not None or self._order is None:
             self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
-        if options and options.get("game") is not None:
-            index = self._game_from_option(options["game"])
+        game = (options or {}).get("game", (options or {}).get("task"))
+        if game is not None:
+            index = self._game_from_option(game)
         else:
             if self._pos >= len(self._order):
                 self._order, self._pos = self.np_random.permutation(len(self.suite)), 0

@@ -1,0 +1,309 @@
+"""Evaluate any agent on any registered environment: success, steps, return, speed.
+
+An *agent* is anything with ``act_batch(observations, infos) -> actions`` (see
+:class:`EvalAgent`); the evaluator knows nothing about models. Built-in agents:
+:class:`ExpertAgent` (the env's ``info["expert_action"]``) and :class:`RandomAgent`
+(a uniformly random legal menu index). Other packages add agents (e.g. model-backed ones)
+by registering a factory in :data:`AGENT_FACTORIES` with :func:`register_agent`; the
+``deciplane evaluate --agent NAME`` command finds them there.
+
+Which episodes are played: if the environment exposes ``num_tasks`` (TextWorld-v0: the
+games of the split), episode ``i`` plays task ``i % num_tasks`` via
+``reset(seed=seed + i, options={"task": i % num_tasks})`` and ``episodes`` defaults to
+``num_tasks`` (every game once); otherwise episode ``i`` is ``reset(seed=seed + i)`` and
+``episodes`` defaults to 20. Success is ``info["won"]`` where the env reports it, else a
+positive episode return.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from deciplane.errors import ConfigError
+
+DEFAULT_EPISODES = 20
+MAX_STEPS_GUARD = 10_000  # an env that never ends its episodes is truncated here
+
+
+@runtime_checkable
+class EvalAgent(Protocol):
+    """What :func:`evaluate_agent` needs from an agent.
+
+    ``act_batch`` gets the current observation and info dict of every live episode (one
+    per sub-environment, in the same order) and returns one action each: a menu index
+    (``int``) for menu environments, or text (``str``) for text-action environments.
+    An agent may also set ``env_kwargs`` (a dict merged into the environment's keyword
+    arguments, e.g. ``{"expert": True}``) and ``name``.
+    """
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[int | str]:
+        ...
+
+
+class ExpertAgent:
+    """Plays ``info["expert_action"]`` (TextWorld's winning policy); needs ``expert=True``."""
+
+    name = "expert"
+    env_kwargs = {"expert": True}
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[int]:
+        out = []
+        for info in infos:
+            if "menu" not in info:
+                raise ConfigError("the expert agent plays info['expert_action'] of menu "
+                                  "environments built with expert=True (e.g. "
+                                  "deciplane/TextWorld-v0); this environment has no menu")
+            # no winning policy from this state (rare): any legal move
+            out.append(int(info.get("expert_action", 0)))
+        return out
+
+
+class RandomAgent:
+    """A uniformly random legal menu index (from ``info["action_mask"]`` or the menu)."""
+
+    name = "random"
+    env_kwargs: dict[str, Any] = {}
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[int]:
+        return [self._pick(info) for info in infos]
+
+    def _pick(self, info: dict[str, Any]) -> int:
+        if "action_mask" in info:
+            legal = np.flatnonzero(np.asarray(info["action_mask"], dtype=bool))
+        elif "menu" in info:
+            legal = np.arange(len(info["menu"]))
+        else:
+            raise ConfigError("the random agent picks from info['menu']/info['action_mask'], "
+                              "which this environment does not provide")
+        return int(self.rng.choice(legal)) if legal.size else 0
+
+
+AgentFactory = Callable[..., EvalAgent]
+
+
+def _expert_factory(seed: int = 0, **options: Any) -> EvalAgent:
+    _no_options("expert", options)
+    return ExpertAgent()
+
+
+def _random_factory(seed: int = 0, **options: Any) -> EvalAgent:
+    _no_options("random", options)
+    return RandomAgent(seed)
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    given = {k: v for k, v in options.items() if v is not None}
+    if given:
+        raise ConfigError(f"agent {name!r} takes no options, got {sorted(given)}; model-backed "
+                          f"agents are: {', '.join(sorted(AGENT_FACTORIES))}")
+
+
+# name -> factory(seed=..., **options) -> EvalAgent. Other modules add theirs.
+AGENT_FACTORIES: dict[str, AgentFactory] = {"expert": _expert_factory, "random": _random_factory}
+
+
+def register_agent(name: str, factory: AgentFactory) -> None:
+    """Make ``deciplane evaluate --agent NAME`` build agents with ``factory(seed=..., **opts)``."""
+    AGENT_FACTORIES[name] = factory
+
+
+def make_agent(name: str, seed: int = 0, **options: Any) -> EvalAgent:
+    """Build a registered agent; unknown names list the registered ones."""
+    if name not in AGENT_FACTORIES:
+        raise ConfigError(f"unknown agent {name!r}; registered agents: "
+                          f"{', '.join(sorted(AGENT_FACTORIES))}")
+    return AGENT_FACTORIES[name](seed=seed, **options)
+
+
+@dataclass
+class EpisodeResult:
+    """One evaluated episode."""
+
+    index: int
+    task: str
+    seed: int
+    won: bool
+    steps: int
+    ret: float
+    invalid_actions: int
+    truncated: bool
+
+
+@dataclass
+class EvalReport:
+    """Aggregates over the evaluated episodes, plus each episode."""
+
+    env_id: str
+    split: str | None
+    split_fingerprint: str | None
+    agent: str
+    episodes: int
+    success_rate: float
+    mean_steps: float
+    mean_return: float
+    invalid_action_rate: float
+    decisions_per_s: float
+    wall_s: float
+    per_episode: list[EpisodeResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"{self.agent} on {self.env_id} [{self.split}, fingerprint "
+                f"{self.split_fingerprint}]: success {self.success_rate:.1%} over "
+                f"{self.episodes} episodes, {self.mean_steps:.1f} steps, return "
+                f"{self.mean_return:.2f}, invalid {self.invalid_action_rate:.1%}, "
+                f"{self.decisions_per_s:.1f} decisions/s")
+
+
+def summarize(results: Sequence[EpisodeResult]) -> dict[str, float]:
+    """Success rate, mean steps, mean return and invalid-action rate of ``results``."""
+    if not results:
+        return {"success_rate": 0.0, "mean_steps": 0.0, "mean_return": 0.0,
+                "invalid_action_rate": 0.0}
+    steps = sum(r.steps for r in results)
+    return {
+        "success_rate": sum(r.won for r in results) / len(results),
+        "mean_steps": steps / len(results),
+        "mean_return": sum(r.ret for r in results) / len(results),
+        "invalid_action_rate": sum(r.invalid_actions for r in results) / max(steps, 1),
+    }
+
+
+class _Episode:
+    """The episode currently running in one sub-environment."""
+
+    def __init__(self, index: int, seed: int) -> None:
+        self.index, self.seed = index, seed
+        self.obs, self.info = "", {}
+        self.steps, self.ret, self.invalid = 0, 0.0, 0
+        self.task = str(index)
+
+    def result(self, won: bool, truncated: bool) -> EpisodeResult:
+        return EpisodeResult(self.index, self.task, self.seed, won, self.steps, self.ret,
+                             self.invalid, truncated)
+
+
+def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
+                   episodes: int | None = None, num_envs: int = 1, seed: int = 0,
+                   env_kwargs: dict[str, Any] | None = None,
+                   progress: bool = True) -> EvalReport:
+    """Play ``episodes`` episodes of ``env_id`` with ``agent`` and report the results.
+
+    ``num_envs`` environments run in lockstep and the agent gets one batched
+    ``act_batch`` call per step over all live episodes. ``split`` is passed to the
+    environment (``None`` to pass nothing); ``env_kwargs`` go to ``gym.make``.
+    """
+    from deciplane.envs import make
+
+    if num_envs < 1:
+        raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
+    if not isinstance(agent, EvalAgent):
+        raise ConfigError(f"{type(agent).__name__} has no act_batch(observations, infos); "
+                          "see deciplane.trainers.evaluate.EvalAgent")
+    kwargs: dict[str, Any] = {} if split is None else {"split": split}
+    kwargs.update(getattr(agent, "env_kwargs", {}) or {})
+    kwargs.update(env_kwargs or {})
+    envs = [make(env_id, **kwargs) for _ in range(num_envs)]
+    try:
+        n_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
+        total = int(episodes if episodes is not None else (n_tasks or DEFAULT_EPISODES))
+        if total < 1:
+            raise ConfigError(f"episodes must be >= 1, got {episodes}")
+        t0 = time.perf_counter()
+        results, decisions = _run(envs, agent, total, n_tasks, seed, progress,
+                                  getattr(agent, "name", type(agent).__name__))
+        wall = time.perf_counter() - t0
+        fp = getattr(envs[0].unwrapped, "split_fingerprint", None)
+    finally:
+        for env in envs:
+            env.close()
+    results.sort(key=lambda r: r.index)
+    return EvalReport(env_id=env_id, split=split, split_fingerprint=fp,
+                      agent=getattr(agent, "name", type(agent).__name__), episodes=total,
+                      decisions_per_s=decisions / wall if wall > 0 else math.inf,
+                      wall_s=wall, per_episode=results, **summarize(results))
+
+
+def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, seed: int,
+         progress: bool, label: str) -> tuple[list[EpisodeResult], int]:
+    """The lockstep loop: start episodes in free sub-envs, act in batch, step, record."""
+    results: list[EpisodeResult] = []
+    slots: list[_Episode | None] = [None] * len(envs)
+    next_episode, decisions = 0, 0
+    with _Bar(progress, total, label) as bar:
+        while len(results) < total:
+            for k, env in enumerate(envs):
+                if slots[k] is None and next_episode < total:
+                    slots[k] = _start(env, next_episode, seed, n_tasks)
+                    next_episode += 1
+            live = [k for k, s in enumerate(slots) if s is not None]
+            actions = agent.act_batch([slots[k].obs for k in live],   # type: ignore[union-attr]
+                                      [slots[k].info for k in live])  # type: ignore[union-attr]
+            if len(actions) != len(live):
+                raise ConfigError(f"act_batch returned {len(actions)} actions for "
+                                  f"{len(live)} observations")
+            decisions += len(live)
+            for k, action in zip(live, actions):
+                ep = slots[k]
+                assert ep is not None
+                obs, reward, term, trunc, info = envs[k].step(action)
+                ep.steps += 1
+                ep.ret += float(reward)
+                ep.invalid += int(bool(info.get("invalid_action", False)))
+                ep.obs, ep.info = obs, info
+                if term or trunc or ep.steps >= MAX_STEPS_GUARD:
+                    won = bool(info["won"]) if "won" in info else ep.ret > 0
+                    results.append(ep.result(won, truncated=not term))
+                    slots[k] = None
+                    bar.advance(won)
+    return results, decisions
+
+
+def _start(env: Any, index: int, seed: int, n_tasks: int | None) -> _Episode:
+    ep = _Episode(index, seed + index)
+    options = {"task": index % n_tasks} if n_tasks else None
+    ep.obs, ep.info = env.reset(seed=ep.seed, options=options)
+    ep.task = str(ep.info.get("game_name", ep.info.get("task_id", index)))
+    return ep
+
+
+class _Bar:
+    """A rich progress bar with the running success rate (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int, label: str) -> None:
+        self.enabled, self.total, self.label = enabled, total, label
+        self.won = self.done = 0
+
+    def __enter__(self) -> "_Bar":
+        if self.enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn)
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                                     TimeElapsedColumn(), transient=False)
+            self.progress.__enter__()
+            self.task = self.progress.add_task(f"evaluating {self.label}", total=self.total,
+                                               rate="")
+        return self
+
+    def advance(self, won: bool) -> None:
+        self.done += 1
+        self.won += int(won)
+        if self.enabled:
+            self.progress.update(self.task, advance=1,
+                                 rate=f"success {self.won / self.done:.0%}")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.enabled:
+            self.progress.__exit__(*exc)
