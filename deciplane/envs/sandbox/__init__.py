@@ -150,6 +150,10 @@ class Sandbox:
                         max_procs=max_procs)
         envd = scrubbed_env(env)
         prefix = [str(a) for a in (argv_prefix or [])]
+        if prefix and not _sandbox_visible(prefix[0]):
+            raise ConfigError(f"argv_prefix tool {prefix[0]!r} is not installed under "
+                              "/usr or /bin, the only programs visible in the sandbox; "
+                              "install it (e.g. `apt-get install valgrind`) or fix the name")
         if self.backend == "docker":
             raw, got = self._docker.run(code, stdin.encode(), files, limits, envd, prefix,
                                         collect_files)
@@ -200,6 +204,15 @@ class Sandbox:
                 jail.destroy()
             remove_scratch(scratch)
         return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
+
+
+def _sandbox_visible(tool: str) -> bool:
+    """Whether ``tool`` (a name looked up on the sandbox's PATH, or an absolute path)
+    exists under the read-only system directories every backend mounts."""
+    import shutil
+    if "/" in tool:
+        return tool.startswith(("/usr/", "/bin/", "/sbin/")) and os.access(tool, os.X_OK)
+    return shutil.which(tool, path="/usr/local/bin:/usr/bin:/bin") is not None
 
 
 def _read_all(fd: int) -> bytes:

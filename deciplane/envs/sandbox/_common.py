@@ -188,6 +188,13 @@ def scratch_base() -> Path:
     others (mode 0711), so one run cannot enumerate another's directory."""
     root = Path(os.environ.get("DECIPLANE_SANDBOX_TMP") or tempfile.gettempdir())
     base = root / f"deciplane-sandbox-{os.getuid()}"
+    if os.getuid() == 0:  # the sandbox runs as uid 65534: it must be able to reach /base
+        closed = [str(p) for p in [root, *root.parents] if p.exists()
+                  and not os.stat(p).st_mode & stat.S_IXOTH]
+        if closed:
+            raise SandboxError(f"scratch root {root} is not reachable by uid {NOBODY} "
+                               f"({', '.join(closed)} not searchable by others); set "
+                               "DECIPLANE_SANDBOX_TMP to a directory under /tmp")
     base.mkdir(mode=0o711, parents=True, exist_ok=True)
     st = base.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():

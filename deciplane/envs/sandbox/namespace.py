@@ -100,7 +100,10 @@ def available() -> tuple[bool, str]:
             os.chmod(d, 0o755)
             argv = build_argv("/usr/bin/true", d, Limits(), {}, [], True, True,
                               program=["/usr/bin/true"])
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+            finally:
+                Path(d + ".fstab").unlink(missing_ok=True)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return False, f"probe failed: {exc}"
     if out.returncode != 0:

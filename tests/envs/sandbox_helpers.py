@@ -1,0 +1,83 @@
+"""Shared helpers of the sandbox tests: one Sandbox per backend (skipped with the reason
+when the backend cannot run here), and host-side probes for leaked processes and fds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deciplane.envs.sandbox import BACKENDS, Sandbox, available_backends
+
+_CACHE: dict[str, Sandbox] = {}
+
+
+def sandbox_or_skip(name: str) -> Sandbox:
+    """The backend's Sandbox, or ``pytest.skip`` with the reason it cannot run here (the
+    reason shows in the ``-ra`` summary: never a silent pass)."""
+    if name not in _CACHE:
+        ok, why = available_backends()[name]
+        if not ok:
+            pytest.skip(f"sandbox backend {name!r} unavailable here: {why}")
+        _CACHE[name] = Sandbox(name)
+    return _CACHE[name]
+
+
+def backend_params() -> list:
+    return [pytest.param(name, id=name) for name in BACKENDS]
+
+
+def host_pids_with(token: str) -> list[int]:
+    """Host processes whose command line contains ``token``."""
+    hits = []
+    needle = token.encode()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            if needle in (d / "cmdline").read_bytes():
+                hits.append(int(d.name))
+        except OSError:
+            continue
+    return hits
+
+
+def my_children() -> list[tuple[int, str]]:
+    """Processes (alive or zombie) whose parent is this test process: ``(pid, state)``."""
+    out = []
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        if int(rest[1]) == me:
+            out.append((int(d.name), rest[0]))
+    return out
+
+
+def open_fds() -> set[str]:
+    """This process's open file descriptors, as ``fd -> target`` strings."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(f"{fd}->{os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def sandbox_tmp():
+    """A private scratch root for one test module (under /tmp: the sandbox's uid 65534
+    must be able to traverse to it, which pytest's 0700 tmp dirs do not allow)."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="deciplane-test-sbx-", dir="/tmp")
+    os.chmod(d, 0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
