@@ -1,0 +1,214 @@
+"""The decision-plane menu agent (RLiD, METHODS §1).
+
+The legal actions are compiled into a lettered menu whose labels are single tokens; one
+forward pass gives the next-token logits after the answer cue, and the policy is the
+softmax over the menu's label logits only. Nothing is generated or parsed, so every
+decision is executable.
+
+Speed: a batch is one left-padded forward pass that computes logits for the last
+position only; the token prefix shared by the whole batch (chat header, system prompt,
+and for a group of environments started from the same state, most of the observation)
+is run once and its KV cache reused for every row, and across calls while the weights
+are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alphabet
+from deciplane.agents.policy import Policy, left_pad, position_ids_from_mask
+from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_user_text
+from deciplane.errors import ConfigError, EmptyMenu
+from deciplane.types import Decision, Menu
+
+MIN_SHARED_PREFIX = 16
+"""Shorter shared prefixes are not worth a separate forward pass."""
+
+
+class MenuAgent:
+    """Chooses from ``info["menu"]`` by the softmax over single-token label logits.
+
+    Arguments:
+        policy: the :class:`~deciplane.agents.Policy` to score with.
+        temperature: ``pi = softmax(label_logits / temperature)``.
+        greedy: take the argmax instead of sampling.
+        history: how many previous ``(observation, action)`` turns the prompt shows.
+        max_menu: refuse menus larger than this (default: the alphabet size).
+        system_prompt: the system message (instructions).
+        labels: candidate label characters (default ``A..Z a..z``); each is checked to be
+            one token after the answer cue.
+        prefix_cache: reuse the KV cache of the token prefix shared by a batch.
+    """
+
+    def __init__(self, policy: Policy, *, temperature: float = 1.0, greedy: bool = False, history: int = 2,
+                 max_menu: int | None = None, system_prompt: str = MENU_SYSTEM_PROMPT,
+                 labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True):
+        if temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
+        if history < 0:
+            raise ConfigError(f"history must be >= 0 turns, got {history}")
+        self.policy = policy
+        self.temperature = float(temperature)
+        self.greedy = bool(greedy)
+        self.history = int(history)
+        self.system_prompt = system_prompt
+        self.cue = cue
+        self.prefix_cache = prefix_cache
+        context = policy.format_prompt("Current observation: a room.", system_prompt) + cue
+        self.alphabet: LabelAlphabet = compile_alphabet(policy.tokenizer, context, labels)
+        if max_menu is not None and max_menu < 1:
+            raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
+        if max_menu is not None and max_menu > len(self.alphabet):
+            raise ConfigError(
+                f"max_menu={max_menu} but only {len(self.alphabet)} labels are single tokens for "
+                f"{policy.name!r}; use max_menu <= {len(self.alphabet)} or pass more labels=[...]")
+        self.max_menu = max_menu if max_menu is not None else len(self.alphabet)
+        self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer])
+
+    # ---- prompts -------------------------------------------------------------------------------
+    def prompt(self, observation: str, menu: Menu, history: Sequence[tuple[str, str]] | None = None) -> str:
+        """The full prompt text, ending with the answer cue."""
+        if len(menu) == 0:
+            raise EmptyMenu("the menu is empty: the agent needs at least one legal action; "
+                            "check that the environment episode has not ended")
+        self.alphabet.for_menu(len(menu), self.max_menu)
+        text = menu_user_text(observation, self.alphabet.shown[: len(menu)], menu.actions, history, self.history)
+        return self.policy.format_prompt(text, self.system_prompt) + self.cue
+
+    # ---- acting --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, observations: Sequence[str], menus: Sequence[Menu],
+            histories: Sequence[Sequence[tuple[str, str]]] | None = None, seed: int | None = None) -> list[Decision]:
+        """One decision per environment, from one batched forward pass."""
+        if len(observations) != len(menus):
+            raise ConfigError(f"got {len(observations)} observations but {len(menus)} menus; pass one each")
+        if histories is not None and len(histories) != len(observations):
+            raise ConfigError(f"got {len(histories)} histories for {len(observations)} observations")
+        if not observations:
+            return []
+        menus = [m if isinstance(m, Menu) else Menu(tuple(m)) for m in menus]
+        hists = histories or [None] * len(observations)
+        prompt_ids = [self.policy.tokenize(self.prompt(o, m, h)) for o, m, h in zip(observations, menus, hists)]
+        last = self._last_logits(prompt_ids)                                  # (B, V)
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        decisions = []
+        for i, menu in enumerate(menus):
+            labels, ids = self.alphabet.for_menu(len(menu), self.max_menu)
+            z = last[i, ids].float().cpu()                                    # (K,)
+            logp = torch.log_softmax(z / self.temperature, dim=-1)
+            if self.greedy:
+                k = int(torch.argmax(logp))
+            else:
+                k = int(torch.multinomial(logp.exp(), 1, generator=gen))
+            decisions.append(Decision(menu=menu, labels=tuple(labels), label_token_ids=ids, label_logits=z,
+                                      log_probs=logp, index=k, prompt_ids=prompt_ids[i], greedy=self.greedy))
+        return decisions
+
+    def _last_logits(self, prompt_ids: list[torch.Tensor]) -> torch.Tensor:
+        """Next-token logits after each prompt, ``(B, V)``, reusing a shared-prefix KV cache."""
+        policy, model = self.policy, self.policy.model
+        was_training = model.training
+        model.eval()
+        try:
+            n = _common_prefix_len(prompt_ids)
+            n = min(n, min(int(p.numel()) for p in prompt_ids) - 1)  # every row keeps >= 1 token
+            if not self.prefix_cache or n < MIN_SHARED_PREFIX:
+                ids, mask = left_pad(prompt_ids, policy.tokenizer.pad_token_id)
+                out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                            position_ids=position_ids_from_mask(mask).to(policy.device),
+                            use_cache=False, logits_to_keep=1)
+                return out.logits[:, -1, :]
+            cache = self._prefix_cache(prompt_ids[0][:n], len(prompt_ids))
+            ids, mask = left_pad([p[n:] for p in prompt_ids], policy.tokenizer.pad_token_id)
+            full_mask = torch.cat([torch.ones(len(prompt_ids), n, dtype=torch.long), mask], dim=1)
+            pos = n + position_ids_from_mask(mask)
+            out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
+                        position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
+                        **{_cache_kwarg(model): cache})
+            return out.logits[:, -1, :]
+        finally:
+            model.train(was_training)
+
+    def _prefix_cache(self, prefix: torch.Tensor, batch: int):
+        """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.
+
+        The per-layer tensors are computed once and kept while the prefix, the module and
+        every parameter's version counter (bumped by in-place optimizer steps) are unchanged.
+        """
+        from transformers import DynamicCache
+
+        model = self.policy.model
+        key = (id(model), tuple(p._version for p in model.parameters()))
+        ids = tuple(prefix.tolist())
+        if self._prefix is None or self._prefix[0] != key or self._prefix[1] != ids:
+            out = model(input_ids=prefix.unsqueeze(0).to(self.policy.device), use_cache=True, logits_to_keep=1)
+            kv = _cache_tensors(getattr(out, "cache", None) or out.past_key_values)
+            self._prefix = (key, ids, kv)
+        kv = self._prefix[2]
+        return DynamicCache(ddp_cache_data=[(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
+                            config=_base_config(model))
+
+    # ---- training ----------------------------------------------------------------------------
+    def menu_log_probs(self, decisions: Sequence[Decision], *, with_entropy: bool = False):
+        """Current-policy log-probs ``(K_i,)`` over each decision's stored menu, WITH grad.
+
+        Recomputed from the decision's exact ``prompt_ids`` and ``label_token_ids`` in one
+        batched forward (left padded), at this agent's temperature. With
+        ``with_entropy=True`` returns ``(log_probs, entropies)``.
+        """
+        if not decisions:
+            return ([], []) if with_entropy else []
+        policy = self.policy
+        ids, mask = left_pad([d.prompt_ids for d in decisions], policy.tokenizer.pad_token_id)
+        out = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                           position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
+                           logits_to_keep=1)
+        last = out.logits[:, -1, :].float()                                  # (B, V)
+        logps = [torch.log_softmax(last[i, d.label_token_ids.to(last.device)] / self.temperature, dim=-1)
+                 for i, d in enumerate(decisions)]
+        if not with_entropy:
+            return logps
+        return logps, [menu_entropy(lp) for lp in logps]
+
+    def menu_entropy(self, decisions: Sequence[Decision]) -> list[torch.Tensor]:
+        """Entropy of the current policy over each stored menu (scalar tensors, with grad)."""
+        return self.menu_log_probs(decisions, with_entropy=True)[1]
+
+
+def menu_entropy(log_probs: torch.Tensor) -> torch.Tensor:
+    """Entropy ``-sum p log p`` of a menu distribution given its log-probs ``(K,)``."""
+    return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def _common_prefix_len(seqs: Sequence[torch.Tensor]) -> int:
+    """Length of the longest token prefix shared by all sequences."""
+    first = seqs[0]
+    n = min(int(s.numel()) for s in seqs)
+    for s in seqs[1:]:
+        neq = (s[:n] != first[:n]).nonzero()
+        if len(neq):
+            n = int(neq[0, 0])
+    return n
+
+
+def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer ``(keys, values)`` of a transformers cache object."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return [(k, v) for k, v in cache]  # legacy tuple-of-tuples
+
+
+def _cache_kwarg(model) -> str:
+    """``"cache"`` on transformers versions that renamed ``past_key_values``, else the old name."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _base_config(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return getattr(base, "config", None)
