@@ -29,7 +29,7 @@ OBS_CHARSET = frozenset(
     + "\u20ac\u2122"
 )
 MAX_OBS_CHARS = 65_536
-MAX_COMMAND_CHARS = 256
+MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
 COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
@@ -71,8 +71,8 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     ``action_mode="text"``: a free command string. A command that is not in the menu
     (compared case- and whitespace-insensitively) is counted as invalid but still sent to
-    the game, which answers it; empty commands and interpreter meta-commands (``quit``,
-    ``restart``, ``undo``, ``save``...) are invalid and not sent.
+    the game, which answers it; empty or over-long (> 192 bytes) commands and interpreter
+    meta-commands (``quit``, ``restart``, ``undo``, ``save``...) are invalid and not sent.
 
     ## Reward
 
@@ -324,7 +324,8 @@ class TextWorldEnv(gym.Env[str, Any]):
             raise InvalidAction(f"action_mode='text' takes a command string, got "
                                 f"{type(action).__name__}; use action_mode='menu' for indices")
         command = normalize_command(action)
-        if not command or command.split()[0] in META_COMMANDS or command[0] == "\\":
+        if (not command or len(command.encode()) > MAX_COMMAND_CHARS
+                or command.split()[0] in META_COMMANDS or command[0] == "\\"):
             return command, False, True
         return command, True, self._index_of(command) < 0
 

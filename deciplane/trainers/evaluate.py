@@ -150,7 +150,7 @@ class EvalReport:
     mean_steps: float
     mean_return: float
     invalid_action_rate: float
-    decisions_per_s: float
+    decisions_per_s: float   # agent + env.step time only (resets/game loading excluded)
     wall_s: float
     per_episode: list[EpisodeResult] = field(default_factory=list)
 
@@ -220,8 +220,8 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
         if total < 1:
             raise ConfigError(f"episodes must be >= 1, got {episodes}")
         t0 = time.perf_counter()
-        results, decisions = _run(envs, agent, total, n_tasks, seed, progress,
-                                  getattr(agent, "name", type(agent).__name__))
+        results, decisions, play_s = _run(envs, agent, total, n_tasks, seed, progress,
+                                          getattr(agent, "name", type(agent).__name__))
         wall = time.perf_counter() - t0
         fp = getattr(envs[0].unwrapped, "split_fingerprint", None)
     finally:
@@ -230,16 +230,18 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
     results.sort(key=lambda r: r.index)
     return EvalReport(env_id=env_id, split=split, split_fingerprint=fp,
                       agent=getattr(agent, "name", type(agent).__name__), episodes=total,
-                      decisions_per_s=decisions / wall if wall > 0 else math.inf,
+                      decisions_per_s=decisions / play_s if play_s > 0 else math.inf,
                       wall_s=wall, per_episode=results, **summarize(results))
 
 
 def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, seed: int,
-         progress: bool, label: str) -> tuple[list[EpisodeResult], int]:
-    """The lockstep loop: start episodes in free sub-envs, act in batch, step, record."""
+         progress: bool, label: str) -> tuple[list[EpisodeResult], int, float]:
+    """The lockstep loop: start episodes in free sub-envs, act in batch, step, record.
+    Returns the results, the number of decisions and the seconds spent deciding and
+    stepping (resets and game loading excluded)."""
     results: list[EpisodeResult] = []
     slots: list[_Episode | None] = [None] * len(envs)
-    next_episode, decisions = 0, 0
+    next_episode, decisions, play_s = 0, 0, 0.0
     with _Bar(progress, total, label) as bar:
         while len(results) < total:
             for k, env in enumerate(envs):
@@ -247,6 +249,7 @@ def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, see
                     slots[k] = _start(env, next_episode, seed, n_tasks)
                     next_episode += 1
             live = [k for k, s in enumerate(slots) if s is not None]
+            t0 = time.perf_counter()  # resets (above) are not timed
             actions = agent.act_batch([slots[k].obs for k in live],   # type: ignore[union-attr]
                                       [slots[k].info for k in live])  # type: ignore[union-attr]
             if len(actions) != len(live):
@@ -266,7 +269,8 @@ def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, see
                     results.append(ep.result(won, truncated=not term))
                     slots[k] = None
                     bar.advance(won)
-    return results, decisions
+            play_s += time.perf_counter() - t0
+    return results, decisions, play_s
 
 
 def _start(env: Any, index: int, seed: int, n_tasks: int | None) -> _Episode:
@@ -307,3 +311,55 @@ class _Bar:
     def __exit__(self, *exc: Any) -> None:
         if self.enabled:
             self.progress.__exit__(*exc)
+
+
+# ---- reporting --------------------------------------------------------------------------
+
+
+def task_family(task: str) -> str:
+    """``tw-coin_collector-test-s60001`` -> ``tw-coin_collector`` (game name without split
+    and seed); other names are returned unchanged."""
+    parts = task.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and parts[2][:1] == "s" else task
+
+
+def success_by_family(report: EvalReport) -> dict[str, float]:
+    """Success rate per task family (e.g. per TextWorld preset), sorted by name."""
+    groups: dict[str, list[bool]] = {}
+    for r in report.per_episode:
+        groups.setdefault(task_family(r.task), []).append(r.won)
+    return {k: sum(v) / len(v) for k, v in sorted(groups.items())}
+
+
+def plot_success(reports: Sequence[EvalReport], path: str | Any) -> Any:
+    """A grouped bar chart (PNG) of success per task family and overall, one bar per agent."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = sorted({f for r in reports for f in success_by_family(r)}) + ["overall"]
+    width = 0.8 / max(len(reports), 1)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(families), 4.0))
+    for k, rep in enumerate(reports):
+        rates = success_by_family(rep)
+        values = [rates.get(f, 0.0) for f in families[:-1]] + [rep.success_rate]
+        xs = np.arange(len(families)) + (k - (len(reports) - 1) / 2) * width
+        bars = ax.bar(xs, values, width, label=f"{rep.agent} (n={rep.episodes})")
+        ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=8)
+    ax.set_xticks(np.arange(len(families)), families, rotation=15, fontsize=8)
+    ax.set_ylim(0, 1.3)
+    ax.set_ylabel("success rate")
+    first = reports[0] if reports else None
+    if first is not None:
+        ax.set_title(f"{first.env_id} [{first.split}] fingerprint {first.split_fingerprint}",
+                     fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", ncol=max(len(reports), 1))
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,214 @@
+"""CLI: ``deciplane play``, ``deciplane evaluate`` and ``deciplane demo``.
+
+``evaluate --agent NAME`` builds agents through
+:data:`deciplane.trainers.evaluate.AGENT_FACTORIES`: a module that registers a factory
+(``register_agent("menu", factory)``) gets ``--agent menu`` here with ``--model`` and
+``--agent-option k=v`` passed to the factory.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+LABELS = string.ascii_lowercase + string.ascii_uppercase
+
+
+def parse_options(items: list[str] | None) -> dict[str, Any]:
+    """``["n_games=3", "games=tw-simple"]`` -> ``{"n_games": 3, "games": "tw-simple"}``
+    (values parsed as YAML scalars/lists)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{item!r} is not KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def menu_label(i: int) -> str:
+    """The key that picks menu action ``i`` in ``deciplane play``: a-z, A-Z, then numbers."""
+    return LABELS[i] if i < len(LABELS) else str(i)
+
+
+def parse_choice(text: str, n: int) -> int | None:
+    """A menu index from what the player typed (a label or a number), or None."""
+    text = text.strip()
+    if text.isdigit() and int(text) < n:
+        return int(text)
+    if len(text) == 1 and text in LABELS[:n]:
+        return LABELS.index(text)
+    return None
+
+
+def _env_kwargs(split: Optional[str], games: Optional[str], options: list[str] | None,
+                ) -> dict[str, Any]:
+    kwargs = parse_options(options)
+    if split is not None:
+        kwargs.setdefault("split", split)
+    if games is not None:
+        kwargs.setdefault("games", games)
+    return kwargs
+
+
+def play_cmd(
+    env_id: str = typer.Argument("deciplane/TextWorld-v0", help="registered environment id"),
+    games: Optional[str] = typer.Option(None, help="TextWorld preset (tw-simple, ...) or 'embedded'"),
+    split: Optional[str] = typer.Option("train", help="train | valid | test"),
+    game: Optional[str] = typer.Option(None, help="game of the suite: index or name"),
+    seed: int = typer.Option(0, help="reset seed (picks the game when --game is not given)"),
+    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-e",
+                                                    help="KEY=VALUE passed to gym.make"),
+) -> None:
+    """Play an environment in the terminal: type the letter of a menu action (q quits)."""
+    from deciplane.envs import make
+
+    env = make(env_id, **_env_kwargs(split, games, env_option))
+    options = None
+    if game is not None:
+        options = {"game": int(game) if game.isdigit() else game}
+    obs, info = env.reset(seed=seed, options=options)
+    if "game_name" in info:
+        console.print(f"[dim]game {info['game_name']} · split fingerprint "
+                      f"{info.get('split_fingerprint')}[/dim]", highlight=False)
+    total, steps = 0.0, 0
+    try:
+        while True:
+            console.print(obs.strip(), highlight=False, markup=False)
+            action = _ask(info)
+            if action is None:
+                console.print("bye")
+                return
+            obs, reward, term, trunc, info = env.step(action)
+            total, steps = total + float(reward), steps + 1
+            if reward:
+                console.print(f"[green]reward {reward:+g}[/green]")
+            if term or trunc:
+                console.print(obs.strip(), highlight=False, markup=False)
+                outcome = "won" if info.get("won") else "lost" if info.get("lost") else "ended"
+                console.print(f"[bold]{outcome}[/bold] after {steps} steps; score "
+                              f"{info.get('score', total)}/{info.get('max_score', '?')}")
+                return
+    finally:
+        env.close()
+
+
+def _ask(info: dict[str, Any]) -> int | str | None:
+    """Show the menu and read a choice; None when the player quits (q or end of input)."""
+    menu = info.get("menu")
+    while True:
+        if menu is not None:
+            for i, action in enumerate(menu):
+                console.print(f"  [bold]{menu_label(i)}[/bold]) {action}", highlight=False)
+        try:
+            text = typer.prompt("choose a letter (q to quit)" if menu is not None else
+                                "your answer (q to quit)", default="", show_default=False)
+        except (EOFError, typer.Abort):
+            return None
+        if text.strip() in ("q", "quit"):
+            return None
+        if menu is None:
+            return text
+        choice = parse_choice(text, len(menu))
+        if choice is not None:
+            return choice
+        console.print(f"[red]{text!r} is not on the menu[/red]; type one of "
+                      f"{menu_label(0)}..{menu_label(len(menu) - 1)}", highlight=False)
+
+
+def evaluate_cmd(
+    agent: str = typer.Option("expert", help="expert | random | an agent registered by a plug-in"),
+    env: str = typer.Option("deciplane/TextWorld-v0", "--env", help="registered environment id"),
+    split: Optional[str] = typer.Option("test", help="split to evaluate on"),
+    episodes: Optional[int] = typer.Option(None, help="default: every game of the split once"),
+    games: Optional[str] = typer.Option(None, help="TextWorld preset or 'embedded' (default)"),
+    num_envs: int = typer.Option(1, help="environments stepped in lockstep (batched agent)"),
+    seed: int = typer.Option(0, help="seed of episode 0 (episode i uses seed+i)"),
+    model: Optional[str] = typer.Option(None, help="model for model-backed agents"),
+    agent_option: Optional[list[str]] = typer.Option(None, "--agent-option", "-a",
+                                                      help="KEY=VALUE for the agent factory"),
+    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-e",
+                                                    help="KEY=VALUE passed to gym.make"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
+    progress: bool = typer.Option(True, help="show a progress bar"),
+) -> None:
+    """Evaluate an agent on a split: success rate, steps, return, the split fingerprint."""
+    from deciplane.trainers.evaluate import evaluate_agent, make_agent
+
+    opts = parse_options(agent_option)
+    if model is not None:
+        opts["model"] = model
+    the_agent = make_agent(agent, seed=seed, **opts)
+    kwargs = _env_kwargs(None, games, env_option)
+    report = evaluate_agent(env, the_agent, split=split, episodes=episodes, num_envs=num_envs,
+                            seed=seed, env_kwargs=kwargs, progress=progress)
+    console.print(report_table([report]))
+    console.print(f"split fingerprint: [bold]{report.split_fingerprint}[/bold]", highlight=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report.to_dict(), indent=2))
+        console.print(f"report written to {json_out}", highlight=False)
+
+
+def report_table(reports: list[Any]) -> Table:
+    """A rich table with one row per :class:`EvalReport` (env, split and fingerprint in
+    the title)."""
+    first = reports[0]
+    table = Table("agent", "episodes", "success", "steps", "return", "invalid", "decisions/s",
+                  title=f"{first.env_id} · split {first.split} · fingerprint "
+                        f"{first.split_fingerprint}")
+    for r in reports:
+        table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{r.mean_steps:.1f}",
+                      f"{r.mean_return:.2f}", f"{r.invalid_action_rate:.1%}",
+                      f"{r.decisions_per_s:.1f}")
+    return table
+
+
+def demo_cmd(
+    out: Path = typer.Option(Path("runs/demo"), help="folder for results.json and the chart"),
+    random_episodes: int = typer.Option(5, help="random-agent episodes per test game"),
+    seed: int = typer.Option(0, help="random agent / reset seed"),
+) -> None:
+    """Generate the embedded TextWorld suite, evaluate the expert and a random agent on
+    its held-out test split, print a table and write a PNG bar chart."""
+    from deciplane.envs.textworld_games import make_game_suite
+    from deciplane.trainers.evaluate import (ExpertAgent, RandomAgent, evaluate_agent,
+                                             plot_success, success_by_family)
+
+    env_id = "deciplane/TextWorld-v0"
+    suite = make_game_suite("embedded", "test", progress=True)
+    console.print(f"embedded suite, test split: {len(suite)} games, fingerprint "
+                  f"[bold]{suite.fingerprint}[/bold]", highlight=False)
+    kwargs = {"games": "embedded"}
+    reports = [
+        evaluate_agent(env_id, ExpertAgent(), split="test", seed=seed, env_kwargs=kwargs),
+        evaluate_agent(env_id, RandomAgent(seed), split="test", seed=seed, env_kwargs=kwargs,
+                       episodes=random_episodes * len(suite)),
+    ]
+    console.print(report_table(reports))
+    families = Table("game family", *[r.agent for r in reports])
+    rates = [success_by_family(r) for r in reports]
+    for fam in rates[0]:
+        families.add_row(fam, *[f"{rt.get(fam, 0.0):.0%}" for rt in rates])
+    console.print(families)
+    out.mkdir(parents=True, exist_ok=True)
+    png = plot_success(reports, out / "textworld_success.png")
+    (out / "results.json").write_text(json.dumps([r.to_dict() for r in reports], indent=2))
+    console.print(f"chart: [bold]{png}[/bold]\nresults: {out / 'results.json'}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``play``, ``evaluate`` and ``demo`` to the ``deciplane`` command."""
+    app.command("play")(play_cmd)
+    app.command("evaluate")(evaluate_cmd)
+    app.command("demo")(demo_cmd)
