@@ -68,6 +68,12 @@ from deciplane.envs.sandbox.doctor import register as _register_doctor  # noqa: 
 _register_doctor(app)
 
 
+# `deciplane play|evaluate|demo` (deciplane/trainers/eval_commands.py)
+from deciplane.trainers.eval_commands import register as _register_eval_commands  # noqa: E402
+
+_register_eval_commands(app)
+
+
 def main() -> None:  # pragma: no cover
     app()
 
