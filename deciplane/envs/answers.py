@@ -131,6 +131,29 @@ def extract_answer(text: str | None) -> str | None:
     return normalize_answer(last_number(text))
 
 
+def is_bare_answer(text: str) -> bool:
+    """True for a bare answer (``"12"``, ``"\\frac{1}{2}"``, ``"$[2,5)$"``, ``"x \\in [2,5)"``)
+    rather than a response: no ``\\boxed``, no ``$`` inside, no word of 3+ letters outside
+    LaTeX commands and ``\\text{}``, at most 200 characters."""
+    from deciplane.envs.math_verify_safe import _looks_like_prose
+
+    s = _strip_wrappers(text)
+    return (0 < len(s) <= 200 and "\\boxed" not in s and "\\fbox" not in s and "$" not in s
+            and not _looks_like_prose(s))
+
+
+def answer_for_grading(text: str | None) -> str | None:
+    """What a reward compares with gold: a bare answer as given (normalised), otherwise
+    the answer extracted from the response by the allowed rules (:func:`extract_answer`).
+    Keeps ``"\\frac{1}{2}"`` whole where the last-number rule would read ``"2"``."""
+    if text is None:
+        return None
+    check_text(text, "answer")
+    if is_bare_answer(text):
+        return normalize_answer(text)
+    return extract_answer(text)
+
+
 # -------------------------------------------------------------- equivalence/voting --
 
 def answers_equivalent(a: str | None, b: str | None,
@@ -218,5 +241,5 @@ def majority_vote(answers: Sequence[str | None],
                 representatives=reps, tie=bool(tied), tied=tied)
 
 
-__all__ = ["extract_answer", "normalize_answer", "last_boxed", "answer_phrase", "last_number",
+__all__ = ["extract_answer", "answer_for_grading", "is_bare_answer", "normalize_answer", "last_boxed", "answer_phrase", "last_number",
            "answers_equivalent", "cluster_answers", "majority_vote", "Vote"]

@@ -8,7 +8,7 @@ import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from deciplane.envs.answers import extract_answer
+from deciplane.envs.answers import answer_for_grading
 from deciplane.envs.benchmarks import LabeledItem, load_labeled
 from deciplane.envs.math_verify_safe import DEFAULT_TIMEOUT_S, check_text, verify_math
 from deciplane.errors import InvalidAnswer
@@ -30,9 +30,10 @@ class MathEnv(gym.Env[str, str]):
         ``spaces.Text``: the problem text.
 
     Action
-        ``spaces.Text``: the answer text — a bare answer (``"12"``, ``"\\frac12"``) or a
-        whole response. The answer is extracted by the allowed rules only (last
-        ``\\boxed{}``, "the answer is ...", last number; ``deciplane.envs.answers``).
+        ``spaces.Text``: the answer text — a bare answer (``"12"``, ``"\\frac12"``), used
+        as given, or a whole response, from which the answer is extracted by the allowed
+        rules only (last ``\\boxed{}``, "the answer is ...", last number;
+        ``deciplane.envs.answers.answer_for_grading``).
         A non-``str`` action or text that is not valid UTF-8 raises
         ``deciplane.errors.InvalidAnswer``.
 
@@ -104,7 +105,7 @@ class MathEnv(gym.Env[str, str]):
         if len(text) > MAX_ANSWER_CHARS:
             text = text[-MAX_ANSWER_CHARS:]  # the final answer is at the end
         info = self._info()
-        extracted = extract_answer(text)
+        extracted = answer_for_grading(text)
         correct = bool(extracted) and verify_math(extracted, self._current.gold,
                                                   timeout_s=self.verify_timeout_s)
         info.update(correct=correct, extracted=extracted, empty_answer=not text.strip(),

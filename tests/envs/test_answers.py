@@ -95,3 +95,19 @@ def test_majority_vote_with_no_valid_answer():
     vote = majority_vote([None, "", "  "])
     assert vote.answer is None and vote.count == 0 and vote.clusters == []
     assert vote.agree == [False, False, False]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("\\frac{1}{2}", "\\frac{1}{2}"),          # bare LaTeX kept whole (last number would be 2)
+    ("$\\frac{1}{2}$", "\\frac{1}{2}"),
+    ("x \\in [2,5)", "x \\in [2,5)"),
+    (" 12 ", "12"),
+    ("So the total is \\boxed{15}.", "15"),      # responses: allowed rules
+    ("She has 12 apples. Then 3 more: 15", "15"),
+    ("I do not know", None),
+    (None, None),
+])
+def test_answer_for_grading(text, expected):
+    from deciplane.envs.answers import answer_for_grading
+
+    assert answer_for_grading(text) == expected

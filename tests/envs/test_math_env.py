@@ -50,6 +50,8 @@ def test_equivalent_forms_are_rewarded():
     for k, m in found[:2]:  # a fraction gold answered as a decimal
         env.reset(options={"index": k})
         assert env.step(f"The answer is {int(m[1]) / int(m[2]):.6f}")[1] == 1.0
+        env.reset(options={"index": k})  # a bare LaTeX answer is used whole
+        assert env.step(f"\\dfrac{{{m[1]}}}{{{m[2]}}}")[1] == 1.0
 
 
 def test_reset_is_deterministic_by_seed(env):
