@@ -6,13 +6,44 @@ policy = load_policy("deciplane/tiny")            # or "deciplane/smollm2-135m-i
 decisions = MenuAgent(policy).act(observations, menus)   # list[deciplane.Decision]
 texts = TextAgent(policy, style="react").act(observations, menus)   # list[TextDecision]
 ```
+
+Names are imported lazily (torch and transformers load on first use), so that
+``import deciplane.agents.evaluation`` stays cheap for the command line.
 """
 
-from deciplane.agents.labels import LabelAlphabet, compile_alphabet
-from deciplane.agents.loading import BUILTIN_MODELS, load_policy
-from deciplane.agents.menu import MenuAgent, menu_entropy
-from deciplane.agents.policy import Generation, Policy
-from deciplane.agents.text import TextAgent, TextDecision, extract_command, match_command, normalise
+from __future__ import annotations
 
-__all__ = ["load_policy", "Policy", "Generation", "BUILTIN_MODELS", "MenuAgent", "TextAgent", "TextDecision",
-           "LabelAlphabet", "compile_alphabet", "menu_entropy", "extract_command", "match_command", "normalise"]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "load_policy": "deciplane.agents.loading",
+    "BUILTIN_MODELS": "deciplane.agents.loading",
+    "Policy": "deciplane.agents.policy",
+    "Generation": "deciplane.agents.policy",
+    "MenuAgent": "deciplane.agents.menu",
+    "menu_entropy": "deciplane.agents.menu",
+    "TextAgent": "deciplane.agents.text",
+    "TextDecision": "deciplane.agents.text",
+    "extract_command": "deciplane.agents.text",
+    "match_command": "deciplane.agents.text",
+    "normalise": "deciplane.agents.text",
+    "LabelAlphabet": "deciplane.agents.labels",
+    "compile_alphabet": "deciplane.agents.labels",
+    "MenuEvalAgent": "deciplane.agents.evaluation",
+    "TextEvalAgent": "deciplane.agents.evaluation",
+    "EVAL_AGENT_FACTORIES": "deciplane.agents.evaluation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'deciplane.agents' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = list(_LAZY)
