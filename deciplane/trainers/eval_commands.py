@@ -13,11 +13,26 @@ import string
 from pathlib import Path
 from typing import Any, Optional
 
+import contextlib
+from typing import Iterator
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from deciplane.errors import DeciplaneError
+
 console = Console()
+
+
+@contextlib.contextmanager
+def _friendly_errors() -> Iterator[None]:
+    """deciplane errors end the command with their message (they say what to do), exit 2."""
+    try:
+        yield
+    except DeciplaneError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
 
 LABELS = string.ascii_lowercase + string.ascii_uppercase
 
@@ -73,11 +88,12 @@ def play_cmd(
     """Play an environment in the terminal: type the letter of a menu action (q quits)."""
     from deciplane.envs import make
 
-    env = make(env_id, **_env_kwargs(split, games, env_option))
     options = None
     if game is not None:
         options = {"game": int(game) if game.isdigit() else game}
-    obs, info = env.reset(seed=seed, options=options)
+    with _friendly_errors():
+        env = make(env_id, **_env_kwargs(split, games, env_option))
+        obs, info = env.reset(seed=seed, options=options)
     if "game_name" in info:
         console.print(f"[dim]game {info['game_name']} · split fingerprint "
                       f"{info.get('split_fingerprint')}[/dim]", highlight=False)
@@ -148,10 +164,12 @@ def evaluate_cmd(
     opts = parse_options(agent_option)
     if model is not None:
         opts["model"] = model
-    the_agent = make_agent(agent, seed=seed, **opts)
-    kwargs = _env_kwargs(None, games, env_option)
-    report = evaluate_agent(env, the_agent, split=split, episodes=episodes, num_envs=num_envs,
-                            seed=seed, env_kwargs=kwargs, progress=progress)
+    with _friendly_errors():
+        the_agent = make_agent(agent, seed=seed, **opts)
+        kwargs = _env_kwargs(None, games, env_option)
+        report = evaluate_agent(env, the_agent, split=split, episodes=episodes,
+                                num_envs=num_envs, seed=seed, env_kwargs=kwargs,
+                                progress=progress)
     console.print(report_table([report]))
     console.print(f"split fingerprint: [bold]{report.split_fingerprint}[/bold]", highlight=False)
     if json_out is not None:
