@@ -7,7 +7,8 @@ limits and ``PYTHONHASHSEED=0``:
   alternates every repeat), each cost the run's CPU time as the sandbox accounts it
   (rusage + cgroup: the whole process tree). Speedup = median(ref) / median(cand). A
   noise band is measured once per task from reference-vs-reference runs
-  (:func:`~deciplane.envs.codeopt.reward.noise_band`); speedups inside it count as 1.0.
+  (:func:`~deciplane.envs.codeopt.reward.noise_band`), widened if the reference's own
+  runs during a measurement are noisier than that; speedups inside it count as 1.0.
 * :class:`InstructionTimer` (``"instructions"``) — instructions executed, counted by
   valgrind's callgrind, minus the count of an empty program (interpreter start-up and
   shutdown). Exactly repeatable for a deterministic program, so one run suffices and the
@@ -21,9 +22,13 @@ than one total for a process is treated as tampered.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 import secrets
 import shutil
+import subprocess
+from pathlib import Path
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -202,8 +207,16 @@ class CpuTimer(Timer):
         ref = R.median(ref_costs)
         cand = R.median(cand_costs)
         raw = R.speedup(ref, cand)
+        band = cal.band
+        if len(ref_costs) >= 3:
+            # the machine may be noisier now than at start-up: the reference's own runs
+            # during this measurement, taken as consecutive pairs, can widen the band
+            now = R.noise_band(ref_costs[:-1], ref_costs[1:], repeats=self.repeats,
+                               z=self.z, floor=self.band_floor)
+            band = max(band, now)
         return Measurement(self.name, self.unit, ref_costs, cand_costs, ref, cand, raw,
-                           R.apply_noise_band(raw, cal.band), cal.band)
+                           R.apply_noise_band(raw, band), band,
+                           detail=f"noise band: start-up {cal.band:.2%}, now {band:.2%}")
 
     def cost(self, code: str, stdin: str) -> float:
         key = _key(code, stdin)
@@ -246,8 +259,25 @@ def parse_callgrind_log(text: str) -> int:
 
 
 # Instruction counts are exact and depend only on the program, its input and the
-# sandbox set-up: shared by every InstructionTimer of the process.
-_INSTR_CACHE: dict[str, int] = {}
+# sandbox set-up: shared by every InstructionTimer of the process (and on disk).
+_INSTR_CACHE: dict[str, tuple[int, float]] = {}
+
+
+def _tool_identity(path: str) -> str:
+    """Path, size and mtime of an executable: a changed binary changes the counts."""
+    try:
+        st = os.stat(path)
+        return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return path
+
+
+def _valgrind_version(path: str) -> str:
+    try:
+        return subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 class InstructionTimer(Timer):
@@ -258,6 +288,10 @@ class InstructionTimer(Timer):
         ref_timeout_s: wall limit of a reference (or empty-program) run under callgrind.
         slowdown_limit: a candidate run is stopped after this many times the reference's
             wall time plus 30 s.
+        cache_dir: where counts of trusted programs (references, the empty program) are
+            kept across processes — exact, so safe to reuse; keyed by program, input,
+            sandbox backend and limits, and the valgrind and python binaries. Default
+            ``$DECIPLANE_HOME/codeopt/instructions``; None: memory only.
     """
 
     name = "instructions"
@@ -265,7 +299,8 @@ class InstructionTimer(Timer):
 
     def __init__(self, sandbox: Any, repeats: int = 1, valgrind: str | None = None,
                  memory_mb: int = 2048, max_procs: int = 4, ref_timeout_s: float = 600.0,
-                 slowdown_limit: float = 5.0) -> None:
+                 slowdown_limit: float = 5.0, cache_dir: str | Path | None = "default"
+                 ) -> None:
         super().__init__(sandbox, repeats, memory_mb, max_procs)
         found = valgrind or shutil.which("valgrind") or "/usr/bin/valgrind"
         if not shutil.which(found):
@@ -275,11 +310,42 @@ class InstructionTimer(Timer):
         self.valgrind = shutil.which(found)
         self.ref_timeout_s = ref_timeout_s
         self.slowdown_limit = slowdown_limit
-        self._ref_wall: dict[str, float] = {}
+        if cache_dir == "default":
+            from deciplane.utils import deciplane_home
+
+            cache_dir = deciplane_home() / "codeopt" / "instructions"
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._identity = _key(self.sandbox.backend, _tool_identity(self.valgrind),
+                              _valgrind_version(self.valgrind),
+                              _tool_identity(str(getattr(sandbox, "python", ""))),
+                              str(self.memory_mb), str(self.max_procs))
 
     def _cache_key(self, code: str, stdin: str) -> str:
-        return _key(code, stdin, self.sandbox.backend, self.valgrind, str(self.memory_mb),
-                    str(self.max_procs))
+        return _key(code, stdin, self._identity)
+
+    def _load(self, key: str) -> tuple[int, float] | None:
+        if key in _INSTR_CACHE:
+            return _INSTR_CACHE[key]
+        if self.cache_dir is not None:
+            try:
+                doc = json.loads((self.cache_dir / f"{key}.json").read_text())
+                _INSTR_CACHE[key] = (int(doc["count"]), float(doc["wall_s"]))
+                return _INSTR_CACHE[key]
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        return None
+
+    def _store(self, key: str, count: int, wall_s: float) -> None:
+        _INSTR_CACHE[key] = (count, wall_s)
+        if self.cache_dir is not None:
+            from deciplane.utils import atomic_write_json
+
+            try:
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_json(self.cache_dir / f"{key}.json",
+                                  {"count": count, "wall_s": wall_s})
+            except OSError:
+                pass  # a read-only home only costs a re-measurement
 
     def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
         log = f".callgrind-{secrets.token_hex(8)}.log"
@@ -301,11 +367,16 @@ class InstructionTimer(Timer):
     def count(self, code: str, stdin: str) -> int:
         """Total instructions of a trusted program on ``stdin`` (cached, exact)."""
         key = self._cache_key(code, stdin)
-        if key not in _INSTR_CACHE:
+        hit = self._load(key)
+        if hit is None:
             rc = self._ref_run(code, stdin, self.ref_timeout_s)
-            _INSTR_CACHE[key] = int(rc.cost)
-            self._ref_wall[key] = rc.result.wall_time_s
-        return _INSTR_CACHE[key]
+            hit = (int(rc.cost), float(rc.result.wall_time_s))
+            self._store(key, *hit)
+        return hit[0]
+
+    def _reference_wall_s(self, code: str, stdin: str) -> float:
+        hit = self._load(self._cache_key(code, stdin))
+        return hit[1] if hit else self.ref_timeout_s / 5
 
     def baseline(self) -> int:
         """Instructions of an empty program (start-up + shutdown), subtracted from all."""
@@ -318,7 +389,7 @@ class InstructionTimer(Timer):
                 check: Callable[[str], bool]) -> Measurement:
         base = self.baseline()
         ref_total = self.count(ref_code, stdin)
-        ref_wall = self._ref_wall.get(self._cache_key(ref_code, stdin), self.ref_timeout_s / 5)
+        ref_wall = self._reference_wall_s(ref_code, stdin)
         cand_timeout = self.slowdown_limit * ref_wall + 30.0
         totals: list[float] = []
         for i in range(self.repeats):
