@@ -206,7 +206,7 @@ def scratch_base() -> Path:
 
 def _check_name(name: str) -> str:
     parts = Path(name).parts
-    if (not name or name.startswith("/") or "\0" in name
+    if (not name or not parts or name.startswith("/") or "\0" in name
             or any(p in ("..", ".", "") for p in parts)):
         raise ConfigError(f"file name {name!r} is not allowed in the sandbox; use a relative "
                           "path without '..' (e.g. 'data/input.txt')")
