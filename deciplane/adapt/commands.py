@@ -21,7 +21,7 @@ console = Console()
 
 def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
          run_dir: Optional[Path], seed: int, limit: Optional[int], threads: int,
-         no_baselines: bool, baseline_cache: Optional[Path]) -> None:
+         no_baselines: bool, baseline_cache: Optional[Path], device: str) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from deciplane.adapt.runner import run_adaptation
@@ -47,7 +47,7 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
             summary = run_adaptation(method, benchmark=benchmark, split=split, model=model,
                                      overrides=sets, seed=seed, run_dir=run_dir, limit=limit,
                                      threads=threads, baselines=not no_baselines,
-                                     baseline_cache=baseline_cache,
+                                     baseline_cache=baseline_cache, device=device,
                                      progress=progress)
         except DeciplaneError as e:
             console.print(f"[red]error:[/red] {e}", highlight=False)
@@ -84,9 +84,10 @@ def _command(method: str):
         threads: int = typer.Option(2, help="torch threads."),
         no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip the baselines (not recommended: results must be read next to them)."),
         baseline_cache: Optional[Path] = typer.Option(None, "--baseline-cache", help="Folder to keep/reuse the baselines' answers (runs with the same model, data, seed and sample budget share them)."),
+        device: str = typer.Option("cpu", help="cpu, cuda or auto."),
     ) -> None:
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
-             baseline_cache)
+             baseline_cache, device)
 
     cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (METHODS 5.1), then held-out scoring.",
                    "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (METHODS 5.2), then held-out scoring."}[method]

@@ -86,7 +86,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                    model: str = DEFAULT_MODEL, overrides: Sequence[str] = (), seed: int = 0,
                    run_dir: str | Path | None = None, limit: int | None = None,
                    threads: int | None = None, baselines: bool = True,
-                   baseline_cache: str | Path | None = None,
+                   baseline_cache: str | Path | None = None, device: str | None = None,
                    progress: Callable[[str, int, int, dict], None] | None = None) -> dict[str, Any]:
     """Run one adaptation with its baselines and write the run directory; returns the
     summary dict (also in ``RUN_DIR/summary.json``).
@@ -112,7 +112,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
 
     tasks, scorer = load_benchmark(benchmark, split, limit=limit)
     try:
-        policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0)
+        policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0, device=device)
         adapter = ADAPTERS[method](policy, config,
                                    progress=lambda s, n, m: report("adapt", s, n, m))
         n = len(tasks)
@@ -162,7 +162,8 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         after = scorer.score(answers)
         summary: dict[str, Any] = {
             "method": method, "benchmark": benchmark, "split": split, "model": model,
-            "n_tasks": n, "seed": seed, "limit": limit,
+            "n_tasks": n, "seed": seed, "limit": limit, "device": str(policy.device),
+            "torch_threads": torch.get_num_threads(),
             "split_fingerprint": after.split_fingerprint,
             "config": _jsonable(asdict(config)),
             "paper_values_changed": _jsonable(config.changed_from_paper()),

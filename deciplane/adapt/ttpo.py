@@ -113,7 +113,8 @@ def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | Non
         q = teacher_logp[k, teacher_logp.shape[1] - r:].detach()                 # (r, V)
         p = student_logp[j, width - r:]                                          # (r, V)
         kl_j = (q.exp() * (q - p)).sum(-1)                                       # (r,)
-        kl = kl.index_put((torch.full((r,), j), torch.arange(width - r, width)), kl_j)
+        rows_idx = torch.full((r,), j, device=kl.device)
+        kl = kl.index_put((rows_idx, torch.arange(width - r, width, device=kl.device)), kl_j)
     return kl
 
 
@@ -199,7 +200,8 @@ class TTPO(BaseAdapter):
             with self.budget.phase("forward"):
                 fwd = forward_responses(self.policy, prompts, resps, with_entropy=True, full=True,
                                         temperature=cfg.temperature, budget=self.budget)
-                agree = torch.tensor([agree_rows[i] for i in mb], dtype=torch.bool)
+                dev = fwd.logp.device
+                agree = torch.tensor([agree_rows[i] for i in mb], dtype=torch.bool, device=dev)
                 pos = [j for j, i in enumerate(mb) if agree_rows[i]]
                 q = None
                 if pos:
@@ -207,7 +209,7 @@ class TTPO(BaseAdapter):
                                            [resps[j] for j in pos])                 # (P, Rp, V)
                 kl = agree_branch_kl(fwd.full_logp, q, pos,
                                      [int(r.numel()) for r in resps])               # (B, R)
-            adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32)
+            adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32, device=dev)
             out = ttpo_loss(self.loss_cfg, kl, fwd.entropy.detach(), fwd.logp, fwd.mask, agree, adv)
             share = len(mb) / n   # ttpo_loss divides by the micro-batch size; re-weight to 1/|B|
             backward(out.loss * share, fwd, self.budget)
