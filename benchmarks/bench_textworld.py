@@ -7,8 +7,10 @@ of the sorted admissible commands, with one RNG seed per episode shared by both 
 The raw side is ``textworld.start(path, infos)`` with ``env.reset()``/``env.step(cmd)``
 (one started env per game, as deciplane keeps them); the deciplane side is
 ``gym.make("deciplane/TextWorld-v0", games=[...])`` with its default wrappers, stepping by
-menu index and reading ``info["menu"]``. Rounds alternate raw/deciplane blocks so machine
-load hits both alike; the ratio is total deciplane steps/s over total raw steps/s.
+menu index and reading ``info["menu"]``. Rounds alternate raw/deciplane blocks (and which
+goes first) so machine load hits both alike; the ratio is total deciplane steps/s over
+total raw steps/s, by wall clock and by this process's CPU time (steadier on a shared
+machine, since both sides run in this one process).
 
     python benchmarks/bench_textworld.py                 # embedded test suite
     python benchmarks/bench_textworld.py --expert --rounds 6 --steps 300
@@ -62,12 +64,37 @@ def run_deciplane(env: gym.Env, n_games: int, steps: int, max_len: int, seed: in
     return done_steps
 
 
+def check_same_trajectories(raw_envs: dict, env: gym.Env, paths: list[Path],
+                            expert: bool) -> None:
+    """Both sides must see the same text and menus for the same choices (else the
+    comparison would be meaningless)."""
+    from deciplane.envs.textworld_env import strip_banner
+
+    for i, path in enumerate(paths):
+        rng_raw, rng_dp = np.random.default_rng(i), np.random.default_rng(i)
+        state = raw_envs[path].reset()
+        obs, info = env.reset(options={"game": i})
+        assert strip_banner(state.feedback) == obs
+        for _ in range(20):
+            assert list(info["menu"]) == state["admissible_commands"]
+            if expert:
+                assert info.get("expert_command") == (state["policy_commands"] or [None])[0]
+            commands = state["admissible_commands"]
+            state, _, done = raw_envs[path].step(commands[rng_raw.integers(len(commands))])
+            obs, _, term, trunc, info = env.step(int(rng_dp.integers(len(info["menu"]))))
+            assert state.feedback == obs and done == term
+            if done:
+                break
+    print(f"same trajectories on both sides for {len(paths)} games")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--games", default="embedded", help="preset or 'embedded'")
     ap.add_argument("--split", default="test")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=200, help="steps per block")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=60, help="steps per block (short blocks, "
+                    "many rounds: load drift on a shared machine averages out)")
     ap.add_argument("--max-len", type=int, default=50, help="steps per episode at most")
     ap.add_argument("--expert", action="store_true", help="also request policy_commands")
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -80,43 +107,47 @@ def main() -> None:
     raw_envs = {p: textworld.start(str(p), infos) for p in paths}
     env = gym.make("deciplane/TextWorld-v0", games=paths, expert=args.expert,
                    max_episode_steps=args.max_len + 1)
-    # warm-up: load every game on both sides
-    run_raw(raw_envs, paths, len(paths) * 2, 2, 0)
-    run_deciplane(env, len(paths), len(paths) * 2, 2, 0)
+    check_same_trajectories(raw_envs, env, paths, args.expert)  # also warms both sides up
 
-    t_raw = t_dp = 0.0
-    n_raw = n_dp = 0
+    wall = {"raw": 0.0, "dp": 0.0}
+    cpu = {"raw": 0.0, "dp": 0.0}
+    steps = {"raw": 0, "dp": 0}
     per_round = []
     for r in range(args.rounds):
         seed = 1000 * r
-        order = (("raw", "dp") if r % 2 == 0 else ("dp", "raw"))
-        for side in order:
-            t0 = time.perf_counter()
+        rate = {}
+        for side in (("raw", "dp") if r % 2 == 0 else ("dp", "raw")):
+            t0, c0 = time.perf_counter(), time.process_time()
             if side == "raw":
                 n = run_raw(raw_envs, paths, args.steps, args.max_len, seed)
-                dt = time.perf_counter() - t0
-                t_raw, n_raw = t_raw + dt, n_raw + n
-                raw_rate = n / dt
             else:
                 n = run_deciplane(env, len(paths), args.steps, args.max_len, seed)
-                dt = time.perf_counter() - t0
-                t_dp, n_dp = t_dp + dt, n_dp + n
-                dp_rate = n / dt
-        per_round.append((raw_rate, dp_rate))
-        print(f"round {r}: raw {raw_rate:7.1f} steps/s   deciplane {dp_rate:7.1f} steps/s   "
-              f"ratio {dp_rate / raw_rate:.3f}")
-    raw_sps, dp_sps = n_raw / t_raw, n_dp / t_dp
-    ratios = sorted(d / r for r, d in per_round)
+            dt = time.perf_counter() - t0
+            wall[side] += dt
+            cpu[side] += time.process_time() - c0
+            steps[side] += n
+            rate[side] = n / dt
+        per_round.append(rate["dp"] / rate["raw"])
+        print(f"round {r}: raw {rate['raw']:7.1f} steps/s   deciplane {rate['dp']:7.1f} steps/s"
+              f"   ratio {per_round[-1]:.3f}")
+    raw_sps, dp_sps = steps["raw"] / wall["raw"], steps["dp"] / wall["dp"]
+    raw_cpu, dp_cpu = steps["raw"] / cpu["raw"], steps["dp"] / cpu["dp"]
     result = {
         "games": args.games, "split": args.split, "n_games": len(paths),
         "split_fingerprint": suite.fingerprint, "expert": args.expert,
         "rounds": args.rounds, "steps_per_block": args.steps,
         "raw_steps_per_s": round(raw_sps, 1), "deciplane_steps_per_s": round(dp_sps, 1),
-        "ratio": round(dp_sps / raw_sps, 3), "median_round_ratio": round(ratios[len(ratios) // 2], 3),
+        "ratio_wall": round(dp_sps / raw_sps, 3),
+        "median_round_ratio": round(sorted(per_round)[len(per_round) // 2], 3),
+        "raw_steps_per_cpu_s": round(raw_cpu, 1), "deciplane_steps_per_cpu_s": round(dp_cpu, 1),
+        "ratio_cpu": round(dp_cpu / raw_cpu, 3),
         "textworld": textworld.__version__, "python": platform.python_version(),
     }
-    print(f"\nraw textworld {raw_sps:.1f} steps/s, deciplane/TextWorld-v0 {dp_sps:.1f} steps/s,"
-          f" ratio {dp_sps / raw_sps:.3f} (median of rounds {result['median_round_ratio']})")
+    print(f"\nwall: raw textworld {raw_sps:.1f} steps/s, deciplane/TextWorld-v0 {dp_sps:.1f} "
+          f"steps/s, ratio {result['ratio_wall']:.3f} (median of rounds "
+          f"{result['median_round_ratio']})")
+    print(f"cpu:  raw textworld {raw_cpu:.1f} steps/cpu-s, deciplane/TextWorld-v0 {dp_cpu:.1f} "
+          f"steps/cpu-s, ratio {result['ratio_cpu']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     env.close()
