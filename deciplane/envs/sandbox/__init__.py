@@ -27,11 +27,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from typing import Callable
 
 from deciplane.envs.sandbox import bwrap as _bwrap
-from deciplane.envs.sandbox._common import (NOBODY, STATUSES, CgroupJail, Limits, RawRun,
+from deciplane.envs.sandbox._common import (NOBODY, STATUSES, Limits, RawRun, acquire_jail,
+                                            release_jail,
                                             SandboxResult, Status, cgroup_support, collect,
                                             execute, find_python, make_scratch,
                                             remove_scratch, scrubbed_env, to_result)
@@ -171,9 +171,7 @@ class Sandbox:
             if self._cgroups:
                 # memory: the cgroup bounds the whole tree (tmpfs included); rlimit AS
                 # additionally gives python a clean MemoryError when no tool wraps it.
-                jail = CgroupJail(f"run-{os.getpid()}-{secrets.token_hex(6)}",
-                                  max_procs=limits.max_procs,
-                                  memory_mb=limits.memory_mb + 64)
+                jail = acquire_jail(limits.max_procs, limits.memory_mb + 64)
             address_space = not prefix
             if self.backend == "bwrap":
                 rfd, wfd = os.pipe()
@@ -201,7 +199,7 @@ class Sandbox:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if jail is not None:
-                jail.destroy()
+                release_jail(jail)
             remove_scratch(scratch)
         return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
 

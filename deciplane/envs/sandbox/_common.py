@@ -5,8 +5,10 @@ classification of how a run ended. Every backend builds an argv and calls :func:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
+import functools
 import math
 import os
 import re
@@ -17,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -106,11 +109,20 @@ class Limits:
         return lim
 
 
+@functools.lru_cache(maxsize=None)
+def tool_path(name: str) -> str | None:
+    """Absolute path of a host tool in the system directories (cached: looked up once)."""
+    for d in ("/usr/bin", "/usr/sbin", "/bin", "/sbin"):
+        if os.access(f"{d}/{name}", os.X_OK):
+            return f"{d}/{name}"
+    return shutil.which(name)
+
+
 def prlimit_argv(limits: dict[str, int]) -> list[str]:
     """The ``prlimit`` (util-linux) prefix that sets ``limits`` then execs. soft = hard,
     except CPU: the soft limit sends SIGXCPU (reported as a CPU timeout), the hard one a
     second later SIGKILL for a program that ignores it."""
-    exe = shutil.which("prlimit") or "/usr/bin/prlimit"
+    exe = tool_path("prlimit") or "/usr/bin/prlimit"
     args = [f"--{k}={v}:{v + 1}" if k == "cpu" else f"--{k}={v}"
             for k, v in sorted(limits.items())]
     return [exe, *args, "--"]
@@ -292,28 +304,62 @@ def cgroup_support() -> tuple[bool, str]:
 
 class CgroupJail:
     """One run's cgroups (v1): a pids limit that contains fork bombs whatever the uid, a
-    memory limit (counted with tmpfs pages) with OOM detection, CPU accounting that
-    survives killing the tree, and a kill-everything at the end."""
+    memory limit (counting tmpfs pages too) with OOM detection, CPU accounting that
+    survives killing the tree, and a kill-everything at the end. Jails are pooled
+    (:func:`acquire_jail` / :func:`release_jail`): creating and removing v1 cgroups costs
+    milliseconds, resetting an empty one microseconds."""
 
     CONTROLLERS = ("pids", "memory", "cpuacct", "freezer")
 
-    def __init__(self, name: str, max_procs: int, memory_mb: int) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.dirs: dict[str, Path] = {}
-        for ctl in self.CONTROLLERS:
-            root = _v1_dir(ctl)
-            if root is None:
-                continue
-            d = root / "deciplane" / name
-            d.mkdir(parents=True, exist_ok=False)
-            self.dirs[ctl] = d
+        try:
+            for ctl in self.CONTROLLERS:
+                root = _v1_dir(ctl)
+                if root is None:
+                    continue
+                d = root / "deciplane" / name
+                d.mkdir(parents=True, exist_ok=False)
+                self.dirs[ctl] = d
+        except OSError:
+            self.destroy()
+            raise
+        self._oom_base = 0
+        self._mem_base = 0
+
+    def configure(self, max_procs: int, memory_mb: int) -> None:
+        """Set this run's limits and zero the counters (raises OSError if the memory
+        limit cannot be lowered, e.g. charged page cache: the caller makes a new jail)."""
         if "pids" in self.dirs:
-            (self.dirs["pids"] / "pids.max").write_text(str(max_procs + 2))
+            self._write("pids", "pids.max", str(max_procs + 2))
         if "memory" in self.dirs:
-            mem = self.dirs["memory"]
-            limit = int(memory_mb) << 20
-            (mem / "memory.limit_in_bytes").write_text(str(limit))
-            with contextlib.suppress(OSError):  # swap accounting may be off
-                (mem / "memory.memsw.limit_in_bytes").write_text(str(limit))
+            limit = str(int(memory_mb) << 20)
+            memsw = self.dirs["memory"] / "memory.memsw.limit_in_bytes"
+            # memsw must stay >= limit: order the two writes by direction of change
+            cur = int(self._read("memory", "memory.limit_in_bytes") or 0)
+            first, second = (("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+                             if int(limit) <= cur else
+                             ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes"))
+            for fname in (first, second):
+                if fname.startswith("memory.memsw") and not memsw.exists():
+                    continue
+                try:
+                    self._write("memory", fname, limit)
+                except OSError:
+                    if fname.startswith("memory.memsw"):
+                        continue  # swap accounting off
+                    raise
+            self._write("memory", "memory.max_usage_in_bytes", "0")
+            self._write("memory", "memory.failcnt", "0")
+            self._mem_base = int(self._read("memory", "memory.usage_in_bytes") or 0)
+            self._oom_base = self._oom_count()
+        if "cpuacct" in self.dirs:
+            self._write("cpuacct", "cpuacct.usage", "0")
+
+    def _write(self, ctl: str, fname: str, value: str) -> None:
+        with open(self.dirs[ctl] / fname, "w") as fh:
+            fh.write(value)
 
     def join_argv(self) -> list[str]:
         """A ``sh`` prefix that moves itself into every cgroup, then execs the rest."""
@@ -330,25 +376,29 @@ class CgroupJail:
         except OSError:
             return []
 
-    def kill_all(self, deadline_s: float = 2.0) -> None:
-        """SIGKILL every process in the jail (freezing it first so nothing forks while we
-        kill), until it is empty."""
+    def kill_all(self, deadline_s: float = 5.0) -> bool:
+        """SIGKILL every process in the jail (frozen while we kill, so nothing forks in
+        between) until it is empty; True if it is."""
         frz = self.dirs.get("freezer")
         end = time.monotonic() + deadline_s
+        nap = 0.0002
         while True:
             pids = self.pids()
-            if not pids or time.monotonic() > end:
-                break
+            if not pids:
+                return True
+            if time.monotonic() > end:
+                return False
             if frz:
                 with contextlib.suppress(OSError):
-                    (frz / "freezer.state").write_text("FROZEN")
+                    self._write("freezer", "freezer.state", "FROZEN")
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             if frz:
                 with contextlib.suppress(OSError):
-                    (frz / "freezer.state").write_text("THAWED")
-            time.sleep(0.002)
+                    self._write("freezer", "freezer.state", "THAWED")
+            time.sleep(nap)
+            nap = min(nap * 2, 0.01)
 
     def _read(self, ctl: str, fname: str) -> str:
         d = self.dirs.get(ctl)
@@ -357,31 +407,27 @@ class CgroupJail:
         except OSError:
             return ""
 
-    def oom_killed(self) -> bool:
+    def _oom_count(self) -> int:
         m = re.search(r"oom_kill (\d+)", self._read("memory", "memory.oom_control"))
-        if m and int(m.group(1)) > 0:
-            return True
-        return int(self._read("memory", "memory.failcnt") or 0) > 0 and False
+        return int(m.group(1)) if m else 0
 
-    def mem_failcnt(self) -> int:
-        return int(self._read("memory", "memory.failcnt") or 0)
+    def oom_killed(self) -> bool:
+        """Did the kernel's OOM killer act in this jail during the run?"""
+        return self._oom_count() > self._oom_base
 
     def peak_memory_mb(self) -> float | None:
+        """Peak memory charged during the run, above what the jail held at its start."""
         v = self._read("memory", "memory.max_usage_in_bytes").strip()
-        return int(v) / (1 << 20) if v else None
+        return max(0, int(v) - self._mem_base) / (1 << 20) if v else None
 
     def cpu_time_s(self) -> float | None:
         v = self._read("cpuacct", "cpuacct.usage").strip()
         return int(v) / 1e9 if v else None
 
-    def pids_hit(self) -> bool:
-        m = re.search(r"max (\d+)", self._read("pids", "pids.events"))
-        return bool(m and int(m.group(1)) > 0)
-
     def destroy(self) -> None:
         self.kill_all()
         for d in self.dirs.values():
-            for _ in range(200):
+            for _ in range(400):
                 try:
                     d.rmdir()
                     break
@@ -389,6 +435,45 @@ class CgroupJail:
                     break
                 except OSError:
                     time.sleep(0.005)
+
+
+_POOL: list[CgroupJail] = []
+_POOL_LOCK = threading.Lock()
+_POOL_MAX = 16
+
+
+def acquire_jail(max_procs: int, memory_mb: int) -> CgroupJail:
+    """An empty jail configured with these limits (reused from the pool when possible)."""
+    while True:
+        with _POOL_LOCK:
+            jail = _POOL.pop() if _POOL else None
+        if jail is None:
+            jail = CgroupJail(f"run-{os.getpid()}-{secrets.token_hex(6)}")
+        try:
+            jail.configure(max_procs, memory_mb)
+            return jail
+        except OSError:
+            jail.destroy()
+            if not jail.dirs:
+                raise
+
+
+def release_jail(jail: CgroupJail) -> None:
+    """Kill whatever is left in the jail, then keep it for the next run (or remove it)."""
+    if jail.kill_all():
+        with _POOL_LOCK:
+            if len(_POOL) < _POOL_MAX:
+                _POOL.append(jail)
+                return
+    jail.destroy()
+
+
+@atexit.register
+def _destroy_pool() -> None:
+    with _POOL_LOCK:
+        jails, _POOL[:] = list(_POOL), []
+    for jail in jails:
+        jail.destroy()
 
 
 # ---------------------------------------------------------------- running and classifying

@@ -12,26 +12,26 @@ import shutil
 import subprocess
 
 from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, prlimit_argv,
-                                            python_ro_paths, system_ro_paths)
+                                            python_ro_paths, system_ro_paths, tool_path)
 
 NAME = "bwrap"
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+    return tool_path("bwrap")
 
 
 def _privilege_drop_argv() -> list[str]:
     """Run the sandbox as uid/gid 65534 on the host when we are root (``setpriv``)."""
     if os.getuid() != 0:
         return []
-    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    setpriv = tool_path("setpriv") or "/usr/bin/setpriv"
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
             "--no-new-privs", "--"]
 
 
 def drops_privileges() -> bool:
-    return os.getuid() == 0 and bool(shutil.which("setpriv") or os.path.exists("/usr/bin/setpriv"))
+    return os.getuid() == 0 and tool_path("setpriv") is not None
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,7 +41,7 @@ def available() -> tuple[bool, str]:
     if exe is None:
         return False, ("bubblewrap is not installed; `apt-get install bubblewrap` "
                        "(Debian/Ubuntu) or `dnf install bubblewrap`")
-    if not os.path.exists("/usr/bin/prlimit") and not shutil.which("prlimit"):
+    if tool_path("prlimit") is None:
         return False, "prlimit (util-linux) is missing; install util-linux"
     probe = _privilege_drop_argv() if drops_privileges() else []
     argv = probe + [exe, "--unshare-all", "--unshare-user", "--die-with-parent",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from deciplane.envs.sandbox._common import (BASE_ENV, NOBODY, SCRATCH, Limits, RawRun,
                                             prlimit_argv, python_ro_paths, scratch_base,
-                                            system_ro_paths)
+                                            system_ro_paths, tool_path)
 
 NAME = "namespace"
 TOOLS = ("unshare", "mount", "chroot", "prlimit", "setpriv", "env")
@@ -30,10 +30,7 @@ TMP_BYTES = 64 << 20
 
 
 def _tool(name: str) -> str | None:
-    for d in ("/usr/bin", "/usr/sbin", "/bin", "/sbin"):
-        if os.access(f"{d}/{name}", os.X_OK):
-            return f"{d}/{name}"
-    return shutil.which(name)
+    return tool_path(name)
 
 
 @functools.lru_cache(maxsize=1)
