@@ -142,21 +142,29 @@ def test_reset_cycles_through_the_suite(suites):
 
 
 def test_vector_envs_sync_and_async(suites):
+    """Same seeds and expert actions: Sync, Async (shared memory or pipes) agree, and the
+    observations are the real texts (gymnasium 1.4 would freeze Text shared memory)."""
     fns = [lambda: gym.make(ENV_ID, games=suites["embedded"], expert=True,
                             max_episode_steps=10) for _ in range(2)]
-    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns)):
+    runs = []
+    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns),
+                gym.vector.AsyncVectorEnv(fns, shared_memory=False)):
         obs, infos = vec.reset(seed=[0, 1])
         assert len(obs) == 2 and isinstance(infos["menu"][0], deciplane.Menu)
-        wins = 0
-        for _ in range(12):
+        seen, wins = [tuple(obs)], 0
+        for _ in range(8):
             # the expert's index where there is one (0 for a sub-env that is resetting)
             actions = np.where(infos.get("_expert_action", np.zeros(2, bool)),
                                infos.get("expert_action", 0), 0).astype(np.int64)
             obs, rew, term, trunc, infos = vec.step(actions)
             assert rew.shape == (2,) and infos["action_mask"].shape == (2, 64)
+            seen.append(tuple(obs))
             wins += int(np.sum(term & infos["won"]))
         assert wins >= 2
+        runs.append(seen)
         vec.close()
+    assert runs[0] == runs[1] == runs[2]
+    assert all(isinstance(o, str) and len(o) > 10 for o in runs[1][1])
 
 
 # ---- invalid actions and errors ------------------------------------------------------------
