@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import string
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -155,10 +156,11 @@ class TextWorldEnv(gym.Env[str, Any]):
       :class:`~deciplane.errors.MenuTooLarge` (raise it).
     * ``max_episode_steps`` (100), ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
-      (``"ansi"`` or ``"human"``), ``progress`` (show a bar while generating games).
+      (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
+      default: when stderr is a terminal).
     """
 
-    metadata = {"render_modes": ["ansi", "human"]}
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
 
     def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
                  split: str = "train", n_games: int | None = None,
@@ -166,8 +168,10 @@ class TextWorldEnv(gym.Env[str, Any]):
                  max_menu: int = 64, max_episode_steps: int = 100, expert: bool = False,
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
-                 progress: bool = False) -> None:
+                 progress: bool | None = None) -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
+        if progress is None:  # a bar while games are generated, when someone can see it
+            progress = sys.stderr.isatty()
         self.suite = _resolve_suite(games, split, n_games, game_options or {}, suite_seed,
                                     progress)
         self.split = split
