@@ -63,7 +63,15 @@ def test_mixed_runs_leak_nothing(backend, monkeypatch, sandbox_tmp):
     assert host_pids_with(token) == [], "a spawned process outlived its run"
     base = Path(sandbox_tmp) / f"deciplane-sandbox-{os.getuid()}"
     assert [p.name for p in base.iterdir() if p.name != "ns-template"] == []
+    # Cgroup jails are pooled for reuse: at most _POOL_MAX, all empty; none after the pool
+    # is released (as at interpreter exit).
+    from deciplane.envs.sandbox import _common
     mine = f"run-{os.getpid()}-"
+    for ctl in Path("/sys/fs/cgroup").glob("*/deciplane"):
+        jails = [d for d in os.listdir(ctl) if d.startswith(mine)]
+        assert len(jails) <= _common._POOL_MAX
+        assert all((ctl / d / "cgroup.procs").read_text() == "" for d in jails)
+    _common._destroy_pool()
     for ctl in Path("/sys/fs/cgroup").glob("*/deciplane"):
         assert not [d for d in os.listdir(ctl) if d.startswith(mine)], f"cgroup left in {ctl}"
     print(f"{backend}: {RUNS[backend]} runs in {elapsed:.1f}s; {counts}")
