@@ -41,7 +41,7 @@ META_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "undo", "s
 _BANNER_CHARS = frozenset(" _|\\/$<>")
 _NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
 _SPACES = re.compile(r"\s+")
-_GAME_CACHE_SIZE = 8
+_GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
 
 
 class ObservationText(spaces.Text):
@@ -148,7 +148,8 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     * ``games``: a preset (``tw-simple``, ``tw-coin_collector``, ``tw-treasure_hunter``,
       ``tw-cooking``, ``custom``), ``"embedded"`` (the built-in mix, the default), a list
-      of ``.z8`` paths, or a :class:`~deciplane.envs.textworld_games.GameSuite`.
+      of ``.z8`` paths (or one path, or a folder of them), or a
+      :class:`~deciplane.envs.textworld_games.GameSuite`.
     * ``split``: ``train`` | ``valid`` | ``test`` (presets only).
     * ``n_games``: games per split for a preset (default 10); ``game_options``: tw-make
       options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.
@@ -463,6 +464,12 @@ def _resolve_suite(games: Any, split: str, n_games: int | None, options: dict[st
                    suite_seed: int, progress: bool) -> GameSuite:
     if isinstance(games, GameSuite):
         return games
+    if isinstance(games, (str, os.PathLike)) and Path(games).is_dir():
+        paths = sorted(Path(games).glob("*.z8"))
+        if not paths:
+            raise GameError(f"folder {str(games)!r} holds no .z8 games; generate some with "
+                            "tw-make or pass a preset name")
+        return suite_from_paths(paths)
     if isinstance(games, (str, os.PathLike)) and not str(games).endswith(".z8"):
         name = str(games)
         if name not in available_presets():

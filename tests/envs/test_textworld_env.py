@@ -228,6 +228,13 @@ def test_missing_and_corrupt_game_files(suites, tmp_path):
     env = gym.make(ENV_ID, games=[good], expert=True)  # a user-provided game works
     assert env.reset(seed=0)[1]["game_name"] == "good"
     env.close()
+    for games in (str(good), tmp_path):  # one path, or a folder of games
+        env = gym.make(ENV_ID, games=games)
+        assert env.unwrapped.num_tasks == 1
+        env.close()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GameError, match="no .z8 games"):
+        gym.make(ENV_ID, games=tmp_path / "empty")
     bad = tmp_path / "bad.z8"
     data = bytearray(src.read_bytes())
     data[5000] ^= 0xFF
