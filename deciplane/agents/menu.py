@@ -111,7 +111,8 @@ class MenuAgent:
         """Next-token logits after each prompt, ``(B, V)``, reusing a shared-prefix KV cache."""
         policy, model = self.policy, self.policy.model
         was_training = model.training
-        model.eval()
+        if was_training:
+            model.eval()
         try:
             n = _common_prefix_len(prompt_ids)
             n = min(n, min(int(p.numel()) for p in prompt_ids) - 1)  # every row keeps >= 1 token
@@ -130,7 +131,8 @@ class MenuAgent:
                         **{_cache_kwarg(model): cache})
             return out.logits[:, -1, :]
         finally:
-            model.train(was_training)
+            if was_training:
+                model.train()
 
     def _prefix_cache(self, prefix: torch.Tensor, batch: int):
         """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.

@@ -117,7 +117,7 @@ def test_menu_log_probs_recompute_with_grad_and_track_updates(fresh_tiny):
     (-sum(lp[d.index] for lp, d in zip(new, decisions))).backward()
     opt.step()
     after = agent.menu_log_probs(decisions)
-    assert sum(float(a[d.index]) for a, d in zip(after, decisions)) > sum(float(o[d.index]) for o, d in zip(old, decisions))
+    assert sum(float(a[d.index].detach()) for a, d in zip(after, decisions)) > sum(float(o[d.index]) for o, d in zip(old, decisions))
     assert all(torch.equal(o, d.log_probs) for o, d in zip(old, decisions))
     # the prefix KV cache notices the in-place update (parameter version counters)
     fresh = agent.act(OBS, MENUS, seed=0)
