@@ -107,6 +107,16 @@ def test_collect_never_follows_symlinks(tmp_path):
     assert got == {"sub/a.txt": b"A"}
 
 
+def test_seccomp_program_layout():
+    from deciplane.envs.sandbox import seccomp
+    prog = seccomp.filter_program()
+    n = len(seccomp.BLOCKED_X86_64)
+    assert len(prog) == 8 * (13 + n + 2)                     # sizeof(struct sock_filter) = 8
+    code, jt, jf, k = __import__("struct").unpack("HBBI", prog[:8])
+    assert (code, k) == (seccomp.LD_W_ABS, 4)                # first: load the arch
+    assert len(set(seccomp.BLOCKED_X86_64.values())) == n    # no duplicate numbers
+
+
 # ---------------------------------------------------------------- backend selection
 
 def test_available_backends_shape():
@@ -117,7 +127,7 @@ def test_available_backends_shape():
 
 
 def test_unknown_backend_lists_allowed():
-    with pytest.raises(ConfigError, match="allowed: auto, docker, bwrap, namespace"):
+    with pytest.raises(ConfigError, match="allowed: auto, bwrap, docker, namespace"):
         Sandbox("chroot")
 
 
@@ -167,6 +177,22 @@ def test_exit_codes_and_signals(sb):
     res = sb.run("import os, signal; os.kill(os.getpid(), signal.SIGABRT)")
     assert (res.status, res.exit_code) == ("killed", -signal.SIGABRT)
     assert "SIGABRT" in res.killed_reason
+
+
+def test_bwrap_applies_seccomp_filter(monkeypatch, sandbox_tmp):
+    from deciplane.envs.sandbox import seccomp
+    if not seccomp.supported()[0]:
+        pytest.skip(seccomp.supported()[1])
+    monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)
+    sb = sandbox_or_skip("bwrap")
+    res = sb.run("import ctypes, threading, subprocess\n"
+                 "libc = ctypes.CDLL('libc.so.6', use_errno=True)\n"
+                 "print(libc.unshare(0x10000000), libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
+                 "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+                 "print(subprocess.run(['/bin/echo', 'child'], capture_output=True, text=True).stdout, end='')\n"
+                 "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')][0].split()[1])")
+    assert res.status == "ok", res
+    assert res.stdout.split("\n")[:4] == ["-1 -1 1", "thread", "child", "2"]
 
 
 def test_missing_tool_is_a_clear_error(sb):

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 
+from deciplane.envs.sandbox import seccomp
 from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, prlimit_argv,
                                             python_ro_paths, system_ro_paths, tool_path)
 
@@ -57,7 +58,9 @@ def available() -> tuple[bool, str]:
                        + " (unprivileged user namespaces disabled? try "
                        "`sysctl kernel.unprivileged_userns_clone=1`, or use docker)")
     who = "uid 65534 on the host" if probe else f"uid {os.getuid()} on the host"
-    return True, f"bubblewrap {_version(exe)}; sandboxed code runs as {who}"
+    sc_ok, sc_why = seccomp.supported()
+    return True, (f"bubblewrap {_version(exe)}; sandboxed code runs as {who}; "
+                  f"{sc_why if sc_ok else 'no ' + sc_why}")
 
 
 def _version(exe: str) -> str:
@@ -68,13 +71,30 @@ def _version(exe: str) -> str:
         return "?"
 
 
+def seccomp_fd() -> int | None:
+    """A pipe holding the compiled seccomp filter (bwrap reads it once), or None where
+    the filter is not supported."""
+    if not seccomp.supported()[0]:
+        return None
+    prog = seccomp.filter_program()
+    rfd, wfd = os.pipe()
+    try:
+        os.write(wfd, prog)  # a few hundred bytes: far below the pipe buffer
+    finally:
+        os.close(wfd)
+    return rfd
+
+
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
-               argv_prefix: list[str], status_fd: int, address_space_limit: bool) -> list[str]:
+               argv_prefix: list[str], status_fd: int, address_space_limit: bool,
+               seccomp_fd: int | None = None) -> list[str]:
     """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>."""
     argv = _privilege_drop_argv() + [bwrap_path() or "bwrap"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
              "--hostname", "sandbox", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL", "--clearenv", "--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     for path in system_ro_paths() + python_ro_paths(python):
         if os.path.islink(path):  # merged-/usr: /bin -> usr/bin etc.
             argv += ["--symlink", os.readlink(path), path]
