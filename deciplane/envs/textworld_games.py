@@ -404,22 +404,32 @@ def run_tw_make(jobs: Sequence[tuple[str, list[str], Path]], *,
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".gen-") as tmp:
         procs = [_start_worker(chunk, Path(tmp), k) for k, chunk in enumerate(chunks) if chunk]
-        with _progress(progress, len(jobs)) as tick:
-            failures = []
+        failures: list[dict[str, str]] = []
+        try:
+            with _progress(progress, len(jobs)) as tick:
+                for proc in procs:
+                    assert proc.stdout is not None
+                    for line in proc.stdout:
+                        if line.startswith("done "):
+                            tick()
+                        elif line.startswith("fail "):
+                            failures.append(json.loads(line[5:]))
+                    proc.wait()
+                    if proc.returncode not in (0, 3):
+                        log = Path(proc.args[-1])  # type: ignore[index]
+                        failures.append({"name": f"worker (exit {proc.returncode})",
+                                         "error": log.read_text(errors="replace")[-2000:]})
+        finally:  # interrupted (Ctrl-C): stop the workers before their folder goes away
             for proc in procs:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    if line.startswith("done "):
-                        tick()
-                    elif line.startswith("fail "):
-                        failures.append(json.loads(line[5:]))
-                proc.wait()
-                if proc.returncode not in (0, 3):
-                    err = Path(proc.args[-1]).read_text(errors="replace")  # type: ignore[index]
-                    failures.append({"name": "worker", "error": err[-2000:]})
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                if proc.stdout:
+                    proc.stdout.close()
         if failures:
             f = failures[0]
-            raise GameError(f"tw-make failed for {f['name']}: {f['error'].strip()}\n"
+            name = f["name"][6:] if f["name"][:5].isdigit() else f["name"]  # drop "00003-"
+            raise GameError(f"tw-make failed for {name}: {f['error'].strip()}\n"
                             "Check the preset options (tw-make <preset> --help).")
         for tmp_name, (name, _, folder) in zip(tmp_names, jobs):
             folder.mkdir(parents=True, exist_ok=True)

@@ -210,6 +210,9 @@ def test_unknown_preset_and_bad_options():
         gym.make(ENV_ID, games="tw-zork")
     with pytest.raises(ConfigError, match="allowed: level"):
         tg.make_game_suite("tw-coin_collector", "test", 1, colour="red")
+    with pytest.raises(GameError, match=r"tw-make failed for tw-coin_collector-test-s60000: "
+                                        r".*level to be within \[1-300\]"):
+        tg.make_game_suite("tw-coin_collector", "test", 1, level=999)
     with pytest.raises(ConfigError, match="train, valid, test"):
         gym.make(ENV_ID, split="dev")
     with pytest.raises(ConfigError, match="menu.*text"):
