@@ -219,10 +219,16 @@ class MenuPPO(Algorithm):
         from deciplane.trainers.checkpoint import iteration_seed
 
         seed = iteration_seed(c.seed, -1, "bc")
-        vec, seeds = self.suite.train_batch(seed, episodes=c.bc.episodes)
-        with torch.no_grad():
-            trajs, stats = collect_expert_episodes(self.agent, vec, seeds, c.env.max_episode_steps,
-                                                   seed)
+        trajs, stats = [], None
+        self.policy.model.eval()
+        while len(trajs) < c.bc.episodes:  # in chunks of the rollout vector env's size
+            vec, seeds = self.suite.train_batch(seed + len(trajs), episodes="rollout")
+            with torch.no_grad():
+                part, st = collect_expert_episodes(self.agent, vec, seeds,
+                                                   c.env.max_episode_steps, seed + len(trajs))
+            trajs += part[:c.bc.episodes - len(trajs)]
+            stats = st if stats is None else stats.merge(st)
+        self.policy.model.train()
         decs = [t.decision for tr in trajs for t in tr.turns]
         targets = [t.expert_index for tr in trajs for t in tr.turns]
         params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -241,10 +247,10 @@ class MenuPPO(Algorithm):
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm or float("inf"))
                 bc_opt.step()
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
         for p in params:
             p.grad = None
-        return {"kind": "behaviour cloning on env expert actions", "episodes": stats.episodes,
+        return {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
                 "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
                 "final_loss": losses[-1] if losses else None}
 

@@ -27,28 +27,21 @@ TEXTWORLD = "deciplane/TextWorld-v0"
 
 
 class GameSlotEnv(gym.Wrapper):
-    """One sub-env of a rollout: plays game ``seed % len(games)`` of its list on reset.
+    """One sub-env of a rollout: ``reset(seed=s)`` plays game ``s % n_games`` of the suite.
 
-    The inner TextWorld env of the current game is kept; switching games builds a new one
-    (game files load in milliseconds, much cheaper than the model's forward passes).
+    (``deciplane/TextWorld-v0`` picks a game with ``options={"game": i}``; a vector env
+    passes one options dict to every sub-env, so the game travels in the per-env seed.)
     """
 
-    def __init__(self, make: Callable[[str], gym.Env], games: Sequence[str]) -> None:
-        self._make = make
-        self._games = [str(g) for g in games]
-        self._current = 0
-        super().__init__(make(self._games[0]))
+    def __init__(self, env: gym.Env, n_games: int) -> None:
+        super().__init__(env)
+        self.n_games = int(n_games)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        game = (seed or 0) % len(self._games)
-        if game != self._current:
-            self.env.close()
-            self.env = self._make(self._games[game])
-            self._current = game
-        obs, info = self.env.reset(seed=seed, options=options)
-        info = dict(info)
-        info["game"] = self._games[game]
-        return obs, info
+        opts = dict(options or {})
+        if seed is not None:
+            opts.setdefault("game", int(seed) % self.n_games)
+        return self.env.reset(seed=seed, options=opts)
 
 
 class EnvSuite:
@@ -75,8 +68,10 @@ class EnvSuite:
                 self._suites[split] = paths
                 self._fps[split] = "user-games"
             else:
-                opts = dict(self.kwargs.get("suite_options", {}))
-                suite = make_game_suite(spec, split, **opts)
+                kw = self.kwargs
+                suite = make_game_suite(spec, split, kw.get("n_games"),
+                                        seed=kw.get("suite_seed", 0),
+                                        **dict(kw.get("game_options") or {}))
                 self._suites[split] = [str(p) for p in suite.paths]
                 self._fps[split] = suite.fingerprint
         return self._suites[split]
@@ -85,17 +80,17 @@ class EnvSuite:
         return dict(self._fps)
 
     def _make_env(self, split: str) -> Callable[..., gym.Env]:
-        kw = {k: v for k, v in self.kwargs.items() if k not in ("games", "suite_options")}
+        kw = {k: v for k, v in self.kwargs.items() if k != "games"}
         steps = self.cfg.max_episode_steps
         if self.textworld:
             if self.expert:
                 kw["expert"] = True
-
-            def make_game(path: str) -> gym.Env:
-                return gym.make(TEXTWORLD, games=[path], max_episode_steps=steps, **kw)
-
             games = self.games(split)
-            return lambda: GameSlotEnv(make_game, games)
+            spec = self.kwargs.get("games", "embedded")
+            src = list(spec) if isinstance(spec, (list, tuple)) else spec
+            extra = {} if isinstance(spec, (list, tuple)) else {"split": split}
+            return lambda: GameSlotEnv(gym.make(TEXTWORLD, games=src, max_episode_steps=steps,
+                                                **extra, **kw), len(games))
         params = _env_params(self.cfg.id)
         if self.expert and "expert" in params:
             kw["expert"] = True
@@ -110,17 +105,19 @@ class EnvSuite:
         return self._vec[key]
 
     # ---- training --------------------------------------------------------------------------
-    def train_batch(self, seed: int, episodes: int | None = None
+    def train_batch(self, seed: int, episodes: str | None = None
                     ) -> tuple[gym.vector.VectorEnv, list[int]]:
         """The vector env and the per-group reset seeds of one iteration.
 
-        ``games_per_iteration`` groups of ``group_size`` sub-envs each (or ``episodes``
-        single-episode groups for expert/BC collection). Games are drawn without
-        replacement while the split has enough, from an RNG seeded by ``seed``.
+        ``games_per_iteration`` groups of ``group_size`` sub-envs each, or with
+        ``episodes="rollout"`` one single-episode group per sub-env of the same vector env
+        (expert/BC collection). Games are drawn without replacement while the split has
+        enough, from an RNG seeded by ``seed``.
         """
         c = self.cfg
-        groups = episodes if episodes is not None else c.games_per_iteration
-        per = 1 if episodes is not None else c.group_size
+        single = episodes is not None
+        groups = c.games_per_iteration * c.group_size if single else c.games_per_iteration
+        per = 1 if single else c.group_size
         rng = np.random.default_rng(seed % (2**63))
         if self.textworld:
             n_games = len(self.games(c.train_split))

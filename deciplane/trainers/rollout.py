@@ -44,6 +44,11 @@ class RolloutStats:
     return_sum: float = 0.0
     length_sum: int = 0
 
+    def merge(self, other: "RolloutStats") -> "RolloutStats":
+        return RolloutStats(*(getattr(self, f) + getattr(other, f) for f in
+                              ("env_steps", "episodes", "won", "invalid", "return_sum",
+                               "length_sum")))
+
     def metrics(self, prefix: str = "rollout") -> dict[str, float]:
         n = max(1, self.episodes)
         return {f"{prefix}/success": self.won / n, f"{prefix}/return": self.return_sum / n,

@@ -211,6 +211,8 @@ class Trainer:
         warm = self.algo.warm_start(self.optimizer)
         if warm:
             self.extra["warm_start"] = warm
+            # expert episodes are environment interaction too: counted in env_steps
+            self.counters.env_steps += int(warm.get("env_steps", 0))
             logger.print(f"behaviour-cloning warm start: {warm}")
         if cfg.eval.before:
             before = {}
