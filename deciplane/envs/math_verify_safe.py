@@ -331,6 +331,17 @@ def _pool() -> _Pool:
         return _POOL
 
 
+def _after_fork_in_child() -> None:
+    """A forked child gets its own pool and a fresh lock (the parent's lock may have been
+    held by another thread at fork time); the parent's workers stay the parent's."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def shutdown_workers() -> None:
     """Stop this process's verification workers (they also exit on their own when the

@@ -54,8 +54,10 @@ def test_from_thread_pool():
     assert got == [e for _, _, e in CASES] * 2
 
 
-def test_from_daemonic_process_pool():
-    ctx = mp.get_context("spawn")
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_from_daemonic_process_pool(start):
+    verify_math("\\frac{1}{4}", "0.25")  # the parent has live workers when it forks
+    ctx = mp.get_context(start)
     with ctx.Pool(1) as pool:  # pool workers are daemonic: they cannot use multiprocessing
         got = pool.starmap(verify_math, [("1/2", "0.5"), ("\\frac13", "0.5")])
     assert got == [True, False]
