@@ -73,11 +73,14 @@ def open_fds() -> set[str]:
 
 @pytest.fixture(scope="module")
 def sandbox_tmp():
-    """A private scratch root for one test module (under /tmp: the sandbox's uid 65534
-    must be able to traverse to it, which pytest's 0700 tmp dirs do not allow)."""
+    """A private scratch root for one test module, on the same filesystem the sandbox
+    uses by default (not pytest's tmp dirs: mode 0700, the sandbox's uid 65534 could not
+    traverse them)."""
     import shutil
     import tempfile
-    d = tempfile.mkdtemp(prefix="deciplane-test-sbx-", dir="/tmp")
+
+    from deciplane.envs.sandbox._common import default_scratch_root
+    d = tempfile.mkdtemp(prefix="deciplane-test-sbx-", dir=default_scratch_root())
     os.chmod(d, 0o711)
     yield d
     shutil.rmtree(d, ignore_errors=True)

@@ -353,6 +353,18 @@ def test_huge_file(sb):
     assert len(res.files.get("big.bin", b"")) <= 4 << 20
 
 
+def test_scratch_fill_is_bounded(sb):
+    """Many files, each under the size cap: the total is bounded too (on tmpfs scratch
+    it counts against memory_mb; on disk, per file and by the wall time)."""
+    from deciplane.envs.sandbox._common import scratch_base
+    res = sb.run("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'0' * (4 << 20)); i += 1",
+                 max_file_bytes=8 << 20, memory_mb=64, timeout_s=5)
+    if str(scratch_base()).startswith("/dev/shm"):
+        assert res.status == "memory", res
+    else:
+        assert res.status in ("timeout", "memory", "runtime_error"), res
+
+
 def test_fd_exhaustion(sb):
     res = sb.run("fs = [open('/dev/null') for _ in range(100000)]", timeout_s=10)
     assert res.status == "runtime_error" and "Too many open files" in res.stderr, res

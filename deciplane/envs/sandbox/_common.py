@@ -194,11 +194,29 @@ def system_ro_paths() -> list[str]:
 
 # ---------------------------------------------------------------- scratch directories
 
+@functools.lru_cache(maxsize=1)
+def default_scratch_root() -> str:
+    """``/dev/shm`` when it is a tmpfs of at least 1 GiB and per-run memory cgroups are
+    available — tmpfs pages are charged to the writer's memory cgroup, so everything a run
+    writes counts against its ``memory_mb`` and the scratch space is bounded as a whole —
+    else the system temp dir (where only each file's size is capped)."""
+    if cgroup_support()[0]:
+        try:
+            with open("/proc/self/mounts") as fh:
+                shm_tmpfs = any(ln.split()[1:3] == ["/dev/shm", "tmpfs"] for ln in fh)
+            st = os.statvfs("/dev/shm")
+            if shm_tmpfs and st.f_blocks * st.f_frsize >= 1 << 30 and os.access("/dev/shm", os.W_OK):
+                return "/dev/shm"
+        except OSError:
+            pass
+    return tempfile.gettempdir()
+
+
 def scratch_base() -> Path:
-    """Where per-run scratch directories are created: ``$DECIPLANE_SANDBOX_TMP`` or the
-    system temp dir, in a ``deciplane-sandbox`` folder searchable but not listable by
-    others (mode 0711), so one run cannot enumerate another's directory."""
-    root = Path(os.environ.get("DECIPLANE_SANDBOX_TMP") or tempfile.gettempdir())
+    """Where per-run scratch directories are created: ``$DECIPLANE_SANDBOX_TMP``, else
+    :func:`default_scratch_root`, in a ``deciplane-sandbox-<uid>`` folder searchable but
+    not listable by others (mode 0711), so one run cannot enumerate another's directory."""
+    root = Path(os.environ.get("DECIPLANE_SANDBOX_TMP") or default_scratch_root())
     base = root / f"deciplane-sandbox-{os.getuid()}"
     if os.getuid() == 0:  # the sandbox runs as uid 65534: it must be able to reach /base
         closed = [str(p) for p in [root, *root.parents] if p.exists()
