@@ -89,8 +89,10 @@ def make(id: str, **kwargs: Any) -> gym.Env:
     return gym.make(id, **kwargs)
 
 
+# gym.make wraps these in TimeLimit (overridable: gym.make(id, max_episode_steps=N))
+_BUILTIN_LIMITS = {"deciplane/TextWorld-v0": 100}
 for _id, (_ep, _desc) in _BUILTIN.items():
-    register(_id, _ep, _desc)
+    register(_id, _ep, _desc, max_episode_steps=_BUILTIN_LIMITS.get(_id))
 _load_plugins()
 
 # Lazy public names: `from deciplane.envs import Sandbox` imports only what it needs.

@@ -133,8 +133,11 @@ class TextWorldEnv(gym.Env[str, Any]):
     ## Episode end
 
     ``terminated`` when the game is won or lost; ``truncated`` after
-    ``max_episode_steps`` steps (invalid ones included), or if a non-terminal state
-    offers no action at all (``info["empty_menu"] = True``; menu mode only).
+    ``max_episode_steps`` steps (invalid ones included; ``gym.make`` applies Gymnasium's
+    ``TimeLimit``, 100 unless ``gym.make(..., max_episode_steps=N)``; constructed
+    directly, the env's own ``max_episode_steps`` argument, default none), or if a
+    non-terminal state offers no action at all (``info["empty_menu"] = True``; menu mode
+    only).
 
     ## Info
 
@@ -154,8 +157,8 @@ class TextWorldEnv(gym.Env[str, Any]):
     * ``n_games``: games per split for a preset (default 10); ``game_options``: tw-make
       options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.
     * ``max_menu``: size of the action space; a state with more actions raises
-      :class:`~deciplane.errors.MenuTooLarge` (raise it).
-    * ``max_episode_steps`` (100), ``expert`` (False), ``action_mode`` (``"menu"``),
+      :class:`~deciplane.errors.MenuTooLarge` (then raise ``max_menu``).
+    * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
       default: when stderr is a terminal).
@@ -166,7 +169,8 @@ class TextWorldEnv(gym.Env[str, Any]):
     def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
                  split: str = "train", n_games: int | None = None,
                  game_options: dict[str, Any] | None = None, suite_seed: int = 0,
-                 max_menu: int = 64, max_episode_steps: int = 100, expert: bool = False,
+                 max_menu: int = 64, max_episode_steps: int | None = None,
+                 expert: bool = False,
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
                  progress: bool | None = None) -> None:
@@ -179,7 +183,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._names = self.suite.names
         self._masks: dict[int, np.ndarray] = {}
         self.max_menu = int(max_menu)
-        self.max_episode_steps = int(max_episode_steps)
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.expert = bool(expert)
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
@@ -261,7 +265,8 @@ class TextWorldEnv(gym.Env[str, Any]):
         won, lost = bool(self._state["won"]), bool(self._state["lost"])
         terminated = won or lost
         empty = (not terminated and self.action_mode == "menu" and not self._menu.actions)
-        truncated = not terminated and (self._steps >= self.max_episode_steps or empty)
+        limit = self.max_episode_steps
+        truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
         info = self._info(invalid=invalid)
         if empty:
@@ -446,7 +451,7 @@ def _as_index(action: Any) -> int:
     return int(action)
 
 
-def _check_args(split: str, max_menu: int, max_episode_steps: int, action_mode: str,
+def _check_args(split: str, max_menu: int, max_episode_steps: int | None, action_mode: str,
                 render_mode: str | None) -> None:
     if split not in SPLITS:
         raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
@@ -454,7 +459,7 @@ def _check_args(split: str, max_menu: int, max_episode_steps: int, action_mode: 
         raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
     if int(max_menu) < 1:
         raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
-    if int(max_episode_steps) < 1:
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
         raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     if render_mode not in (None, "ansi", "human"):
         raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")

@@ -185,6 +185,19 @@ def test_index_outside_space_raises_and_masked_index_is_invalid_move(suites):
     env.close()
 
 
+@pytest.mark.parametrize("limit", [None, 150])
+def test_episode_limit_follows_gym_make(suites, limit):
+    kwargs = {} if limit is None else {"max_episode_steps": limit}
+    env = gym.make(ENV_ID, games=suites["embedded"], **kwargs)
+    _, info = env.reset(seed=0)
+    masked = env.action_space.n - 1  # invalid moves: cheap, and they count as steps
+    for t in range(1, (limit or 100) + 1):
+        _, _, term, trunc, info = env.step(masked)
+        assert trunc == (t == (limit or 100)) and not term
+    assert info["moves"] == (limit or 100)
+    env.close()
+
+
 def test_text_mode_counts_invalid_commands(suites):
     env = gym.make(ENV_ID, games=suites["embedded"], action_mode="text", expert=True)
     obs, info = env.reset(options={"game": 0})
