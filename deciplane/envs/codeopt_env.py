@@ -53,7 +53,8 @@ class CodeOptEnv(gym.Env[str, str]):
         1.0) or ``"instructions"`` (callgrind instruction counts, exact). ``info``
         explains the outcome: ``verdict`` / ``failure_kind`` (``wrong_answer``,
         ``runtime_error``, ``timeout``, ``memory``, ``output_limit``, ``killed``,
-        ``sandbox_error``, ``tampered``, ``invalid_program``), ``failed_test``,
+        ``sandbox_error``, ``tampered``, ``multiprocess`` (instructions timer: the program
+        started processes), ``invalid_program``), ``failed_test``,
         ``speedup``, ``raw_speedup``, ``noise_band``, ``ref_cost`` / ``cand_cost`` (and
         per-run lists), ``unit``, ``timer``, ``backend``.
 

@@ -11,7 +11,8 @@ from deciplane.envs.codeopt import reward as R
 from deciplane.envs.codeopt.evaluate import outputs_match
 from deciplane.envs.codeopt.tasks import (extract_pyperformance_source, list_tasks,
                                           pyperformance_benchmark_path)
-from deciplane.envs.codeopt.timers import interleave_order, parse_callgrind_log
+from deciplane.envs.codeopt.timers import (CallgrindLogError, interleave_order,
+                                           parse_callgrind_log)
 from deciplane.errors import TaskError
 
 
@@ -112,18 +113,26 @@ LOG = """==2== Callgrind, a call-graph generating cache profiler
 
 def test_parse_callgrind_log():
     assert parse_callgrind_log(LOG) == 31409259
-    # a forked child writes its own total into the same log: both count
-    forked = LOG + "==3== Events    : Ir\n==3== Collected : 1000\n"
-    assert parse_callgrind_log(forked) == 31410259
+    assert parse_callgrind_log(LOG, command="/usr/bin/python3 main.py") == 31409259
 
 
-def test_parse_callgrind_log_rejects_tampering_and_truncation():
-    with pytest.raises(ValueError, match="tampered"):
-        parse_callgrind_log(LOG + "==2== Collected : 12\n")
-    with pytest.raises(ValueError, match="no total"):
-        parse_callgrind_log(LOG.replace("==2== Collected : 31409259\n", ""))
-    with pytest.raises(ValueError, match="not a callgrind log"):
-        parse_callgrind_log("Collected : 5\n")
+@pytest.mark.parametrize("text, kind", [
+    (LOG + "==2== Collected : 12\n", "tampered"),                    # a planted total
+    (LOG.replace("==2== Collected : 31409259\n", ""), "sandbox_error"),  # no total
+    ("Collected : 5\n", "sandbox_error"),                             # not a log
+    # a child process (forked or exec'd, followed by --trace-children=yes)
+    (LOG + "==3== Command: /usr/bin/python3 -c work\n==3== Collected : 1000\n",
+     "multiprocess"),
+])
+def test_parse_callgrind_log_rejects_untrusted_logs(text, kind):
+    with pytest.raises(CallgrindLogError) as err:
+        parse_callgrind_log(text)
+    assert err.value.kind == kind
+
+
+def test_parse_callgrind_log_checks_the_command():
+    with pytest.raises(CallgrindLogError, match="tampered"):
+        parse_callgrind_log(LOG, command="/usr/bin/python3 other.py")
 
 
 def test_interleave_order_alternates():

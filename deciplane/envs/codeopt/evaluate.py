@@ -27,7 +27,7 @@ from deciplane.errors import ConfigError
 RewardMode = Literal["log_speedup", "percentile"]
 REWARD_MODES = ("log_speedup", "percentile")
 VERDICTS = ("accepted", "wrong_answer", "runtime_error", "timeout", "memory", "output_limit",
-            "killed", "sandbox_error", "tampered", "invalid_program")
+            "killed", "sandbox_error", "tampered", "multiprocess", "invalid_program")
 FLOAT_RTOL = 1e-6
 FLOAT_ATOL = 1e-9
 
@@ -124,7 +124,7 @@ def _sanitize(text: str, limit: int = 400) -> str:
 
 
 def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
-                      memory_mb: int = 512, max_procs: int = 4
+                      memory_mb: int = 512, max_procs: int = 32
                       ) -> tuple[str, int, str | None, str]:
     """Run the candidate on the examples, then the hidden tests. Returns
     ``(verdict, tests_passed, failed_test, message)``; verdict ``accepted`` if all pass."""
@@ -136,7 +136,9 @@ def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
         visible = kind == "example"
         if res.status != "ok":
             msg = f"{res.status} on {kind} {i}"
-            if visible:
+            if res.status == "sandbox_error":  # the sandbox's own failure, not the program's
+                msg += f": {_sanitize(res.killed_reason or '')}"
+            elif visible:
                 msg += f": {_sanitize(res.killed_reason or res.stderr)}"
             return res.status, passed, f"{kind} {i}", msg
         if not outputs_match(case.output, res.stdout, task.compare):

@@ -16,7 +16,9 @@ limits and ``PYTHONHASHSEED=0``:
 
 The callgrind totals are read from a log file written by valgrind under a random name,
 never from the program's own stdout/stderr (which it could forge); a log holding more
-than one total for a process is treated as tampered.
+than one total is treated as tampered. Callgrind follows children
+(``--trace-children=yes``), so a program that starts processes shows a second pid and is
+judged ``multiprocess``: the instructions timer measures single-process programs.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class RunCost:
 
     cost: float | None
     result: Any  # deciplane.envs.SandboxResult
-    failure: str | None = None   # why ``cost`` is None: a sandbox status or "tampered"
+    failure: str | None = None   # why ``cost`` is None: a sandbox status, "tampered"...
+    detail: str = ""
 
 
 @dataclass
@@ -94,8 +97,9 @@ class Timer(ABC):
         sandbox: the :class:`deciplane.envs.Sandbox` to run in.
         repeats: candidate runs per measurement (cpu: interleaved pairs).
         memory_mb: memory limit of every timed run.
-        max_procs: process limit of every timed run (small: timed programs are single
-            processes, so work cannot hide in helpers).
+        max_procs: process limit of every timed run. Work in helper processes is not
+            hidden: the cpu timer's cost covers the run's whole process tree (cgroup), and
+            callgrind follows forks and execs (``--trace-children=yes``).
     """
 
     name: str = ""
@@ -152,7 +156,7 @@ class CpuTimer(Timer):
 
     def __init__(self, sandbox: Any, repeats: int = 5, calibration_pairs: int | None = None,
                  z: float = R.DEFAULT_Z, band_floor: float = R.DEFAULT_FLOOR,
-                 memory_mb: int = 512, max_procs: int = 4, slowdown_limit: float = 5.0,
+                 memory_mb: int = 512, max_procs: int = 32, slowdown_limit: float = 5.0,
                  ref_timeout_s: float = 120.0) -> None:
         super().__init__(sandbox, repeats, memory_mb, max_procs)
         self.calibration_pairs = calibration_pairs or max(repeats, 5)
@@ -233,29 +237,52 @@ class CpuTimer(Timer):
 
 
 _COLLECTED = re.compile(r"^==(\d+)== Collected : (\d+)\s*$", re.M)
-_COMMAND = re.compile(r"^==(\d+)== Command: ", re.M)
+_COMMAND = re.compile(r"^==(\d+)== Command: (.*)$", re.M)
+_PID_PREFIX = re.compile(r"^==(\d+)==", re.M)
 
 
-def parse_callgrind_log(text: str) -> int:
-    """Total instructions from a callgrind log (``--log-file``): the sum of the
-    ``Collected :`` totals of every process in it (forked children write their own).
+class CallgrindLogError(ValueError):
+    """A callgrind log that cannot be trusted; ``kind`` is the verdict it leads to:
+    ``tampered`` (written to by the program), ``multiprocess`` (more than one process
+    ran: the instructions timer measures single-process programs only) or
+    ``sandbox_error`` (incomplete: the run did not finish normally)."""
 
-    Raises :class:`ValueError` if the main process (the first ``Command:`` line) has no
-    total, or any process has more than one (the log was written to by someone else).
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def parse_callgrind_log(text: str, command: str | None = None) -> int:
+    """Instructions executed by the one process of a callgrind log (``--log-file``).
+
+    The run must be a single process (with ``--trace-children=yes`` every forked or
+    exec'd child writes its own lines here, so a child shows up as a second pid): a
+    second pid raises ``CallgrindLogError(kind="multiprocess")``, two totals for one
+    process ``kind="tampered"``, a ``Command:`` other than ``command`` (when given)
+    ``kind="tampered"``, no total ``kind="sandbox_error"``.
     """
     m = _COMMAND.search(text)
     if not m:
-        raise ValueError("not a callgrind log: no '==PID== Command:' line")
+        raise CallgrindLogError("not a callgrind log: no '==PID== Command:' line",
+                                "sandbox_error")
     main_pid = m.group(1)
-    totals: dict[str, int] = {}
-    for pid, n in _COLLECTED.findall(text):
-        if pid in totals:
-            raise ValueError(f"callgrind log has two totals for process {pid}: tampered")
-        totals[pid] = int(n)
-    if main_pid not in totals:
-        raise ValueError(f"callgrind log has no total for the main process {main_pid} "
-                         "(the run did not finish normally)")
-    return sum(totals.values())
+    if command is not None and m.group(2).strip() != command:
+        raise CallgrindLogError(f"callgrind log names command {m.group(2)!r}, expected "
+                                f"{command!r}: tampered", "tampered")
+    pids = set(_PID_PREFIX.findall(text))
+    if pids - {main_pid}:
+        raise CallgrindLogError(
+            f"more than one process ran (pids {sorted(pids)}); the instructions timer "
+            "measures single-process programs only — use timer='cpu' for programs that "
+            "start processes", "multiprocess")
+    totals = [int(n) for pid, n in _COLLECTED.findall(text)]
+    if len(totals) > 1:
+        raise CallgrindLogError(f"callgrind log has {len(totals)} totals for process "
+                                f"{main_pid}: tampered", "tampered")
+    if not totals:
+        raise CallgrindLogError(f"callgrind log has no total for process {main_pid} (the "
+                                "run did not finish normally)", "sandbox_error")
+    return totals[0]
 
 
 # Instruction counts are exact and depend only on the program, its input and the
@@ -298,7 +325,7 @@ class InstructionTimer(Timer):
     unit = "instructions"
 
     def __init__(self, sandbox: Any, repeats: int = 1, valgrind: str | None = None,
-                 memory_mb: int = 2048, max_procs: int = 4, ref_timeout_s: float = 600.0,
+                 memory_mb: int = 2048, max_procs: int = 32, ref_timeout_s: float = 600.0,
                  slowdown_limit: float = 5.0, cache_dir: str | Path | None = "default"
                  ) -> None:
         super().__init__(sandbox, repeats, memory_mb, max_procs)
@@ -350,7 +377,7 @@ class InstructionTimer(Timer):
     def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
         log = f".callgrind-{secrets.token_hex(8)}.log"
         prefix = [self.valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                  f"--log-file={log}"]
+                  "--trace-children=yes", f"--log-file={log}"]
         res = self.sandbox.run(code, stdin=stdin, timeout_s=timeout_s, cpu_time_s=timeout_s,
                                memory_mb=self.memory_mb, max_procs=self.max_procs,
                                env=dict(HASH_SEED_ENV), argv_prefix=prefix,
@@ -360,9 +387,8 @@ class InstructionTimer(Timer):
         text = res.files.get(log, b"").decode("utf-8", "replace")
         try:
             return RunCost(float(parse_callgrind_log(text)), res)
-        except ValueError as exc:
-            return RunCost(None, res, "tampered" if "tampered" in str(exc) else
-                           "sandbox_error")
+        except CallgrindLogError as exc:
+            return RunCost(None, res, exc.kind, str(exc))
 
     def count(self, code: str, stdin: str) -> int:
         """Total instructions of a trusted program on ``stdin`` (cached, exact)."""
@@ -400,7 +426,8 @@ class InstructionTimer(Timer):
                                    float("nan"), float("nan"), float("nan"), 1.0, 0.0,
                                    baseline=float(base), failure=failure,
                                    detail=f"candidate run {i + 1} on the optimisation input "
-                                          f"under callgrind: {failure}")
+                                          f"under callgrind: {failure}"
+                                          + (f" ({rc.detail})" if rc.detail else ""))
             totals.append(rc.cost)
         ref = R.net_cost(ref_total, base)
         cand = R.net_cost(R.median(totals), base)
