@@ -213,7 +213,13 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
     kwargs: dict[str, Any] = {} if split is None else {"split": split}
     kwargs.update(getattr(agent, "env_kwargs", {}) or {})
     kwargs.update(env_kwargs or {})
-    envs = [make(env_id, **kwargs) for _ in range(num_envs)]
+    try:
+        envs = [make(env_id, **kwargs) for _ in range(num_envs)]
+    except TypeError as e:  # the env's constructor does not take one of the arguments
+        raise ConfigError(f"{env_id} rejected the arguments {sorted(kwargs)} ({e}); pass "
+                          "only options it takes (split=None for envs without splits), or "
+                          f"an agent it supports (agent {getattr(agent, 'name', agent)!r} "
+                          f"adds {getattr(agent, 'env_kwargs', {})})") from e
     try:
         n_tasks = getattr(envs[0].unwrapped, "num_tasks", None)
         total = int(episodes if episodes is not None else (n_tasks or DEFAULT_EPISODES))

@@ -80,6 +80,8 @@ def test_generic_env_without_tasks_or_menu():
     assert rep.success_rate == 1.0 and rep.mean_steps < 30  # positive return = success
     with pytest.raises(ConfigError, match="menu"):
         evaluate_agent("CartPole-v1", RandomAgent(0), split=None, episodes=1, progress=False)
+    with pytest.raises(ConfigError, match=r"CartPole-v1 rejected the arguments \['expert', 'split'\]"):
+        evaluate_agent("CartPole-v1", ExpertAgent(), split="test", progress=False)
 
 
 def test_agent_registry_and_errors():
