@@ -267,7 +267,16 @@ def _load_suite(manifest_path: Path) -> GameSuite | None:
 
 
 def _manifest_fingerprint(entries: Sequence[Mapping[str, Any]]) -> str:
-    return fingerprint({g["name"]: f"{g['sha256']}:{g['json_sha256']}" for g in entries})
+    """Fingerprint of the games' names and file hashes (a repeated name, e.g. two
+    ``game.z8`` from different folders, is keyed ``game#2``, so no game drops out)."""
+    items: dict[str, str] = {}
+    for g in entries:
+        key, k = g["name"], 1
+        while key in items:
+            k += 1
+            key = f"{g['name']}#{k}"
+        items[key] = f"{g['sha256']}:{g['json_sha256']}"
+    return fingerprint(items)
 
 
 def _entry(path: Path, seed: int | None) -> dict[str, Any]:

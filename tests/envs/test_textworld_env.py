@@ -324,4 +324,8 @@ def test_helpers():
     assert strip_banner("Hello") == "Hello"
     assert tg.z8_problem(b"\x08" + b"\0" * 10) .startswith("11 bytes")
     assert tg.resolve_options("tw-cooking", {"cut": True})["cut"] is True
+    a = {"name": "g", "sha256": "1", "json_sha256": "2"}
+    b = {"name": "g", "sha256": "3", "json_sha256": "4"}
+    assert tg._manifest_fingerprint([a, b]) != tg._manifest_fingerprint([a])
+    assert tg._manifest_fingerprint([a]) == tg.fingerprint({"g": "1:2"})
     assert "open" not in tg.resolve_options("tw-cooking", {})  # False flags are omitted
