@@ -143,6 +143,17 @@ def test_forged_callgrind_total_is_caught(sandbox, instructions):
     assert (ev.verdict, ev.failed_test, ev.reward) == ("tampered", "optimisation input", 0.0)
 
 
+def test_work_in_a_child_process_cannot_escape_the_instruction_count(sandbox, instructions):
+    # the fast answer, computed by an exec'd child: followed by callgrind, so it shows up
+    task = get_task("fib")
+    code = ("import subprocess, sys\n"
+            f"src = {task.solutions[0]!r}\n"
+            "subprocess.run([sys.executable, '-c', src], stdin=sys.stdin, check=True)\n")
+    ev = evaluate(task, code, sandbox, instructions)
+    assert (ev.verdict, ev.failed_test, ev.reward) == ("multiprocess", "optimisation input", 0.0)
+    assert "single-process" in ev.message
+
+
 def test_percentile_reward_among_reference_solutions(sandbox, instructions):
     task = get_task("fib")
     fast = evaluate(task, task.solutions[0], sandbox, instructions, reward="percentile")
