@@ -158,7 +158,7 @@ def main() -> None:
     ap.add_argument("--models", default="deciplane/tiny,deciplane/smollm2-135m-instruct")
     ap.add_argument("--states", type=int, default=6, help="TextWorld states (= batch size of 'batched')")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--react-tokens", type=int, default=128, help="max_new_tokens of the react agent")
     ap.add_argument("--action-tokens", type=int, default=16, help="max_new_tokens of the action agent")
     ap.add_argument("--json", default=None, help="write all results here")

@@ -147,16 +147,18 @@ class Policy:
         prompt_ids = [self.tokenize(p) for p in prompts]
         ids, mask = left_pad(prompt_ids, self.tokenizer.pad_token_id)
         width = ids.shape[1]
+        stop_ids, stop_strings = self._split_stops(stop)
         kwargs = dict(max_new_tokens=max_new_tokens, do_sample=do_sample,
                       num_return_sequences=num_return_sequences,
                       output_logits=True, return_dict_in_generate=True,
-                      pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_ids)
+                      pad_token_id=self.tokenizer.pad_token_id,
+                      eos_token_id=sorted(set(self.eos_token_ids) | set(stop_ids)))
         if do_sample:
             kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
-        if stop:
-            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
+        if stop_strings:
+            kwargs.update(stop_strings=stop_strings, tokenizer=self.tokenizer)
         model = self.model
         was_training = model.training
         model.eval()
@@ -171,7 +173,7 @@ class Policy:
         seqs = out.sequences[:, width:].cpu()                                  # (B*n, R)
         logits = torch.stack(out.logits, dim=1).float().cpu() / temperature    # (B*n, R, V)
         logp = torch.log_softmax(logits, dim=-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
-        ends = self._response_lengths(seqs, stop)
+        ends = self._response_lengths(seqs, stop_strings, extra_eos=stop_ids)
         gens = []
         for row in range(seqs.shape[0]):
             p = row // num_return_sequences
@@ -182,9 +184,22 @@ class Policy:
                                    text=self.tokenizer.decode(resp, skip_special_tokens=True)))
         return gens
 
-    def _response_lengths(self, seqs: torch.Tensor, stop: Sequence[str] | None) -> list[int]:
+    def _split_stops(self, stop: Sequence[str] | None) -> tuple[list[int], list[str]]:
+        """Stop strings that are one token become extra eos ids (cheap to check while
+        generating); the others go to transformers' ``stop_strings``."""
+        ids, strings = [], []
+        for s in stop or ():
+            tok = self.tokenizer(s, add_special_tokens=False)["input_ids"]
+            if len(tok) == 1 and self.tokenizer.decode(tok) == s:
+                ids.append(int(tok[0]))
+            else:
+                strings.append(s)
+        return ids, strings
+
+    def _response_lengths(self, seqs: torch.Tensor, stop: Sequence[str] | None,
+                          extra_eos: Sequence[int] = ()) -> list[int]:
         """Length of each generated row up to and including its first eos / stop string."""
-        eos = set(self.eos_token_ids)
+        eos = set(self.eos_token_ids) | set(extra_eos)
         lengths = []
         for row in seqs.tolist():
             n = len(row)

@@ -44,6 +44,8 @@ def test_responses_end_at_eos_or_stop(tiny):
     act_close = tiny.tokenizer.convert_tokens_to_ids("</action>")
     seqs = torch.tensor([[5, act_close, 7, 7], [5, 6, 7, 8]])
     assert tiny._response_lengths(seqs, ["</action>"]) == [2, 4]
+    assert tiny._response_lengths(seqs, None, extra_eos=[act_close]) == [2, 4]
+    assert tiny._split_stops(["</action>", "STOP here"]) == ([act_close], ["STOP here"])
 
 
 def test_sequence_logprobs_batched_equals_single_with_grad_and_entropy(tiny):
