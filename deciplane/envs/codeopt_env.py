@@ -71,7 +71,8 @@ class CodeOptEnv(gym.Env[str, str]):
         a 16x speedup earns the maximum), ``backend`` (sandbox backend, default
         ``"auto"``), ``repeats`` (timed runs per measurement; default 5 for cpu, 1 for
         instructions), ``max_attempts`` (int, default 1), ``timer_kwargs`` (dict, extra
-        arguments of the timer class), ``render_mode`` (None | ``"ansi"``).
+        arguments of the timer class), ``render_mode`` (None | ``"ansi"``), ``sandbox``
+        (an existing :class:`deciplane.envs.Sandbox` to share; overrides ``backend``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
