@@ -16,6 +16,7 @@ from deciplane.errors import ConfigError, InvalidAction
 
 MAX_PROGRAM_CHARS = 100_000
 _FEEDBACK_CHARS = 2_000
+_PRINTABLE = frozenset(string.printable)
 
 
 class CodeOptEnv(gym.Env[str, str]):
@@ -181,8 +182,8 @@ class CodeOptEnv(gym.Env[str, str]):
 
 def _feedback_line(attempt: int, ev: Evaluation) -> str:
     text = f"attempt {attempt}: {ev.summary()}"
-    text = text.encode("ascii", "replace").decode("ascii")
-    return text[:_FEEDBACK_CHARS - 1]
+    text = "".join(c if c in _PRINTABLE else "?" for c in text)
+    return text[:_FEEDBACK_CHARS - 32]   # + newline; the header fits in the slack
 
 
 __all__ = ["CodeOptEnv"]

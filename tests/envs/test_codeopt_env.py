@@ -87,8 +87,11 @@ def test_multi_attempt_feedback():
     assert not terminated and reward == 0.0 and info["attempt"] == 1
     assert "## Feedback" in obs and "wrong_answer" in obs and env.observation_space.contains(obs)
     assert "wrong_answer" in env.render()
-    obs, reward, terminated, _, info = env.step("raise SystemExit(1)\n")
+    # control characters and non-ASCII in the program's stderr stay out of the observation
+    obs, reward, terminated, _, info = env.step(
+        "import sys\nsys.stderr.write('\\x1b[31m\\u00e9\\x00' * 50)\nraise SystemExit(1)\n")
     assert terminated and info["verdict"] == "runtime_error" and obs.count("attempt ") == 2
+    assert env.observation_space.contains(obs)
 
 
 def test_cli_list_and_run(tmp_path):

@@ -16,6 +16,7 @@ it) is put in the result: only which test number failed and how.
 from __future__ import annotations
 
 import math
+import string
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,9 +119,13 @@ class Evaluation:
                 f"{self.reward:.4f}")
 
 
+_PRINTABLE = frozenset(string.printable)
+
+
 def _sanitize(text: str, limit: int = 400) -> str:
-    """ASCII-only tail of a visible run's stderr, for messages."""
-    return text[-limit:].encode("ascii", "replace").decode("ascii")
+    """The tail of a visible run's output for messages: printable ASCII only (anything
+    else becomes ``?``), so observations stay inside the environment's charset."""
+    return "".join(c if c in _PRINTABLE else "?" for c in text[-limit:])
 
 
 def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
