@@ -200,6 +200,28 @@ def test_fork_bomb_contained_fast(sb):
     assert res.status != "sandbox_error"
 
 
+def test_fork_bomb_does_not_starve_a_concurrent_run(sb):
+    """Process limits are per run: a fork bomb holding its whole quota must not make an
+    ordinary run beside it fail (RLIMIT_NPROC would: it counts uid 65534 host-wide)."""
+    out = {}
+
+    def bomb():
+        out["bomb"] = sb.run("import os, time\nfor _ in range(64):\n    try:\n"
+                             "        if os.fork() == 0:\n            time.sleep(20); os._exit(0)\n"
+                             "    except OSError:\n        break\ntime.sleep(4)",
+                             timeout_s=8, max_procs=32)
+
+    t = threading.Thread(target=bomb)
+    t.start()
+    time.sleep(1.5 if sb.backend != "docker" else 2.5)
+    res = [sb.run("import subprocess\nprint(subprocess.run(['/bin/echo', 'fine'], "
+                  "capture_output=True, text=True).stdout, end='')", max_procs=4)
+           for _ in range(3)]
+    t.join()
+    assert [r.stdout for r in res] == ["fine\n"] * 3, res
+    assert out["bomb"].status == "ok", out["bomb"]
+
+
 def test_fork_bomb_children_do_not_survive(sb):
     token = secrets.token_hex(8)
     res = sb.run(f"""

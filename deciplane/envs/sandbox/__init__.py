@@ -182,11 +182,12 @@ class Sandbox:
                     scfd = -1
                 argv = _bwrap.build_argv(self.python, str(scratch), limits, env, prefix,
                                          wfd, address_space,
-                                         seccomp_fd=scfd if scfd >= 0 else None)
+                                         seccomp_fd=scfd if scfd >= 0 else None,
+                                         nproc_limit=jail is None)
             else:
                 from deciplane.envs.sandbox import namespace
                 argv = namespace.build_argv(self.python, str(scratch), limits, env, prefix,
-                                            address_space, drop)
+                                            address_space, drop, nproc_limit=jail is None)
             if jail is not None:
                 argv = jail.join_argv() + argv
             raw = execute(argv, stdin, limits, jail=jail,

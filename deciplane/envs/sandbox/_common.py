@@ -97,13 +97,17 @@ class Limits:
         return max(1, math.ceil(self.cpu_time_s if self.cpu_time_s is not None
                                 else self.timeout_s))
 
-    def rlimits(self, address_space: bool = True) -> dict[str, int]:
+    def rlimits(self, address_space: bool = True, nproc: bool = True) -> dict[str, int]:
         """``prlimit``-style limits applied inside the sandbox. ``address_space`` is off
-        when a cgroup enforces memory (RLIMIT_AS also counts reserved, unused address
-        space, which tools like valgrind need plenty of)."""
+        under a tool (RLIMIT_AS also counts reserved, unused address space, which tools
+        like valgrind need plenty of; the cgroup bounds memory then). ``nproc`` is off
+        when a per-run pids cgroup (or container) counts processes: RLIMIT_NPROC counts
+        every process of uid 65534 on the host, so a fork bomb in one run would starve
+        the runs beside it."""
         lim = {"cpu": self.cpu_limit_s, "fsize": int(self.max_file_bytes),
-               "nproc": int(self.max_procs), "nofile": 256, "core": 0,
-               "stack": 64 << 20}
+               "nofile": 256, "core": 0, "stack": 64 << 20}
+        if nproc:
+            lim["nproc"] = int(self.max_procs)
         if address_space:
             lim["as"] = int(self.memory_mb) << 20
         return lim

@@ -87,7 +87,7 @@ def seccomp_fd() -> int | None:
 
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], status_fd: int, address_space_limit: bool,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, nproc_limit: bool = True) -> list[str]:
     """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>."""
     argv = _privilege_drop_argv() + [bwrap_path() or "bwrap"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
@@ -106,5 +106,6 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
              "--remount-ro", "/"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    argv += ["--"] + prlimit_argv(limits.rlimits(address_space=address_space_limit))
+    argv += ["--"] + prlimit_argv(limits.rlimits(address_space=address_space_limit,
+                                                        nproc=nproc_limit))
     return argv + list(argv_prefix) + [python, "main.py"]

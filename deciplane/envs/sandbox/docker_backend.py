@@ -156,9 +156,10 @@ class DockerRunner:
             ipc_mode="private", log_config={"type": "none", "config": {}},
             oom_kill_disable=False)
         # sh stays pid 1 (waits for the program; orphans die with the container), so no
-        # docker-init is needed on the engine's side.
+        # docker-init is needed on the engine's side. Processes: pids_limit, per container
+        # (no RLIMIT_NPROC: it would count uid 65534 across all containers).
         command = (["/bin/sh", "-c", '"$@"', "sh"]
-                   + prlimit_argv(limits.rlimits(address_space=not prefix))
+                   + prlimit_argv(limits.rlimits(address_space=not prefix, nproc=False))
                    + list(prefix) + [self.python, "main.py"])
         raw = RawRun()
         try:

@@ -113,7 +113,7 @@ def available() -> tuple[bool, str]:
 
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], address_space_limit: bool, drop: bool,
-               program: list[str] | None = None) -> list[str]:
+               program: list[str] | None = None, nproc_limit: bool = True) -> list[str]:
     """``unshare <namespaces> -- sh -c 'mount --all --fstab F; chroot ... env -i ...
     prlimit ... prog'``. The fstab is written next to the scratch dir (mode 0600, outside
     the sandbox). ``sh`` stays pid 1 of the namespace and waits for the program, so the
@@ -132,7 +132,8 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
         inner += ["/usr/bin/setpriv", "--inh-caps=-all", "--bounding-set=-all",
                   "--no-new-privs", "--"]
     inner += ["/usr/bin/env", "-i", "-C", SCRATCH, *envs]
-    inner += prlimit_argv(limits.rlimits(address_space=address_space_limit)) + prog
+    inner += prlimit_argv(limits.rlimits(address_space=address_space_limit,
+                                         nproc=nproc_limit)) + prog
     script = 'mount --all --fstab "$1" || exit 125; shift; "$@"'
     ns = [_tool("unshare") or "unshare", "--mount", "--pid", "--net", "--ipc", "--uts",
           "--fork", "--kill-child", "--propagation", "private"]
