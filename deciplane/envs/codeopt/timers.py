@@ -40,6 +40,8 @@ from deciplane.envs.codeopt import reward as R
 from deciplane.errors import BackendUnavailable, SandboxError
 
 HASH_SEED_ENV = {"PYTHONHASHSEED": "0"}
+# callgrind without its profile file; children (fork/exec) are followed so they show up
+CALLGRIND_ARGS = ("--tool=callgrind", "--callgrind-out-file=/dev/null", "--trace-children=yes")
 EMPTY_PROGRAM = "pass\n"
 
 
@@ -342,7 +344,8 @@ class InstructionTimer(Timer):
 
             cache_dir = deciplane_home() / "codeopt" / "instructions"
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._identity = _key(self.sandbox.backend, _tool_identity(self.valgrind),
+        self._identity = _key(self.sandbox.backend, *CALLGRIND_ARGS,
+                              _tool_identity(self.valgrind),
                               _valgrind_version(self.valgrind),
                               _tool_identity(str(getattr(sandbox, "python", ""))),
                               str(self.memory_mb), str(self.max_procs))
@@ -376,8 +379,7 @@ class InstructionTimer(Timer):
 
     def run(self, code: str, stdin: str, timeout_s: float) -> RunCost:
         log = f".callgrind-{secrets.token_hex(8)}.log"
-        prefix = [self.valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                  "--trace-children=yes", f"--log-file={log}"]
+        prefix = [self.valgrind, *CALLGRIND_ARGS, f"--log-file={log}"]
         res = self.sandbox.run(code, stdin=stdin, timeout_s=timeout_s, cpu_time_s=timeout_s,
                                memory_mb=self.memory_mb, max_procs=self.max_procs,
                                env=dict(HASH_SEED_ENV), argv_prefix=prefix,
