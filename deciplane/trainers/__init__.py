@@ -1,0 +1,47 @@
+"""Rollout collection, the training loop, checkpoints, logging and reports.
+
+```python
+from deciplane.trainers import load_config, run_training
+summary = run_training(load_config("configs/quickstart.yaml", ["iterations=4"]),
+                       run_dir="runs/demo")          # or: deciplane train CONFIG --run-dir DIR
+summary["eval"]["test"]["success_rate"]
+```
+
+* :mod:`~deciplane.trainers.config` — one config dataclass per algorithm (``rlid_ppo``,
+  ``text_ppo``, ``math_grpo``), YAML + ``--set key=value`` overrides;
+* :mod:`~deciplane.trainers.trainer` — :class:`Trainer` (rollouts, epochs, micro-batches,
+  CORD, skip-step, checkpoints, summary) and the :class:`Algorithm` interface;
+* :mod:`~deciplane.trainers.algorithms` — RLiD-PPO, free-text PPO / TLM-DRE;
+  :mod:`~deciplane.trainers.math_grpo` — single-turn GRPO on Math-v0 (through
+  :mod:`~deciplane.trainers.single_turn`);
+* :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.envs` — grouped episodes
+  over ``gymnasium.vector`` envs; :mod:`~deciplane.trainers.checkpoint`,
+  :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.trainers.report`.
+
+Heavy modules load lazily: importing this package costs nothing until a name is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "load_config": "deciplane.trainers.config",
+    "RLiDPPOConfig": "deciplane.trainers.config",
+    "TextPPOConfig": "deciplane.trainers.config",
+    "MathGRPOConfig": "deciplane.trainers.config",
+    "run_training": "deciplane.trainers.trainer",
+    "Trainer": "deciplane.trainers.trainer",
+    "Algorithm": "deciplane.trainers.trainer",
+    "write_report": "deciplane.trainers.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'deciplane.trainers' has no attribute {name!r}")
+
+
+__all__ = list(_LAZY)

@@ -42,6 +42,7 @@ class Counters:
     optimizer_steps: int = 0    # optimizer steps taken (skipped steps excluded)
     skipped_steps: int = 0      # optimizer steps skipped (all-degenerate batches)
     wall_time_s: float = 0.0    # training wall time accumulated over all sessions
+    cpu_time_s: float = 0.0     # process CPU time (all threads) accumulated over all sessions
     extra: dict[str, Any] = field(default_factory=dict)
 
 

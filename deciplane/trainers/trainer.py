@@ -176,7 +176,9 @@ class Trainer:
         logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
                            progress=cfg.progress)
         session_t0 = time.perf_counter()
+        cpu_t0 = time.process_time()
         base_wall = self.counters.wall_time_s
+        base_cpu = self.counters.cpu_time_s
         status = "completed"
         try:
             if start == 0:
@@ -190,7 +192,9 @@ class Trainer:
                 metrics = self._iteration(it, logger)
                 self.counters.iteration = it + 1
                 self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
+                self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
                 metrics["time/wall_s"] = self.counters.wall_time_s
+                metrics["time/cpu_s"] = self.counters.cpu_time_s
                 logger.log(it + 1, metrics)
                 if (it + 1) % cfg.checkpoint.every == 0 or it + 1 == cfg.iterations:
                     ckpt.save_checkpoint(self.run_dir, self.policy.model, self.optimizer,
@@ -200,6 +204,7 @@ class Trainer:
         finally:
             logger.close()
         self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
+        self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
         summary = self._summary(final, status)
         atomic_write_json(self.run_dir / "summary.json", summary)
         return summary
@@ -342,6 +347,8 @@ class Trainer:
             "optimizer_steps": c.optimizer_steps,
             "skipped_steps": c.skipped_steps,
             "wall_time_s": c.wall_time_s,
+            "cpu_time_s": c.cpu_time_s,
+            "load_average_at_end": list(os.getloadavg()),
             "split_fingerprints": self.algo.split_fingerprints(),
             "warm_start": self.extra.get("warm_start"),
             "before": self.extra.get("before", {}),
