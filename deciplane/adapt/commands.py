@@ -107,12 +107,10 @@ def options_cmd(method: str = typer.Argument(..., help="ttrl or ttpo")) -> None:
     cls = ADAPTERS[method].Config
     docs = field_docs(cls)
     default = cls()
-    table = Table("option", "default", "paper", "meaning")
     for f in fields(cls):
-        paper = cls.PAPER.get(f.name, "")
-        table.add_row(f.name, repr(getattr(default, f.name)), "" if paper == "" else repr(paper),
-                      docs.get(f.name, ""))
-    console.print(table)
+        paper = f"  [paper: {cls.PAPER[f.name]!r}]" if f.name in cls.PAPER else ""
+        console.print(f"{f.name} = {getattr(default, f.name)!r}{paper}\n"
+                      f"    {docs.get(f.name, '')}", highlight=False, soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

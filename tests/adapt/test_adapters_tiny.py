@@ -1,0 +1,76 @@
+"""Tiny-model runs of both adapters: parameters move, metrics are finite, the budget adds
+up, configs validate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from deciplane.adapt import TTPO, TTRL, TTPOConfig, TTRLConfig
+from deciplane.agents import load_policy
+from deciplane.envs import load_benchmark
+from deciplane.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    tasks, scorer = load_benchmark("arith-shift", "test", limit=4)
+    scorer.close()
+    return tasks
+
+
+@pytest.mark.parametrize("cls,cfg_cls", [(TTRL, TTRLConfig), (TTPO, TTPOConfig)])
+def test_tiny_run_updates_lora_and_counts(cls, cfg_cls, tasks, tiny_settings):
+    policy = load_policy("deciplane/tiny")
+    ad = cls(policy, cfg_cls(**tiny_settings))
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    answers = ad.run(tasks)
+    assert set(answers) == {t.id for t in tasks} and all(isinstance(a, str) for a in answers.values())
+    assert any(not torch.equal(b, p) for b, p in zip(before, params)), "no parameter moved"
+    for h in ad.records.history:
+        assert all(math.isfinite(v) for v in h.values()), h
+    b = ad.budget
+    steps = len(ad.records.history)
+    assert b.samples == ad.planned_samples(len(tasks)) == steps * 2 * 4 + len(tasks)
+    assert b.optimizer_steps + b.skipped_steps == steps and b.optimizer_steps >= 1
+    assert 0 < b.backward_tokens <= b.forward_tokens
+    assert b.wall_time_s > 0 and b.generated_tokens >= b.samples
+    if cls is TTRL:   # KL on: every trained sequence has one reference + one training forward
+        assert b.forward_tokens == 2 * b.backward_tokens
+    # checkpoint answers went to the eval budget, the final set is recorded last
+    assert ad.eval_budget.samples == len(tasks) * len(ad.records.checkpoints[:-1])
+    assert ad.records.checkpoints[-1] == (b.optimizer_steps, answers)
+
+
+def test_full_finetune_moves_base_weights(tasks, tiny_settings):
+    policy = load_policy("deciplane/tiny")
+    ad = TTPO(policy, TTPOConfig(**{**tiny_settings, "finetune": "full", "lr": 1e-3}))
+    w = policy.model.get_input_embeddings().weight
+    before = w.detach().clone()
+    ad.run(tasks)
+    assert not policy.is_lora and not torch.equal(before, w)
+
+
+def test_configs_validate_with_clear_errors():
+    with pytest.raises(ConfigError, match="'greedy', 'majority'"):
+        TTRLConfig(final_answer="best")
+    with pytest.raises(ConfigError, match="train_samples"):
+        TTRLConfig(votes=4, train_samples=8)
+    with pytest.raises(ConfigError, match="answer"):
+        TTPOConfig(hint_template="the majority says so")
+    with pytest.raises(ConfigError, match="'current', 'frozen_base'"):
+        TTPOConfig(teacher="other")
+    paper = TTRLConfig.paper()
+    assert (paper.votes, paper.train_samples, paper.clip_eps, paper.kl_coef) == (64, 32, 0.2, 0.001)
+    assert paper.changed_from_paper() == {}
+    assert TTRLConfig().changed_from_paper()["votes"] == {"paper": 64, "used": 8}
+    assert TTPOConfig.paper().lam == 0.1 and TTPOConfig.paper().votes == 64
+
+
+def test_adapter_rejects_labeled_inputs(tiny_settings):
+    ad = TTRL(load_policy("deciplane/tiny"), TTRLConfig(**tiny_settings))
+    with pytest.raises(ConfigError, match="UnlabeledTask"):
+        ad.run([{"id": "a", "prompt": "p", "gold": "1"}])

@@ -1,0 +1,56 @@
+"""`deciplane adapt` end to end with the tiny model and a tiny budget."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from deciplane.cli import app
+
+SETS = ["--set", "votes=4", "--set", "train_samples=2", "--set", "max_new_tokens=6",
+        "--set", "prompts_per_step=2", "--set", "lr=1e-2", "--set", "temperature=1.5",
+        "--set", "lora_rank=4"]
+
+
+def test_adapt_ttrl_then_ttpo_write_summaries(tmp_path):
+    runner = CliRunner()
+    cache = tmp_path / "baselines"
+    for method in ("ttrl", "ttpo"):
+        out = tmp_path / method
+        res = runner.invoke(app, ["adapt", method, "--benchmark", "arith-shift", "--split", "test",
+                                  "--model", "deciplane/tiny", "--limit", "4", "--seed", "1",
+                                  "--run-dir", str(out), "--baseline-cache", str(cache),
+                                  "--threads", "1", *SETS])
+        assert res.exit_code == 0, res.output
+        s = json.loads((out / "summary.json").read_text())
+        for key in ("before", "after", "baselines", "budget", "split_fingerprint", "seed",
+                    "paper_values_changed", "diagnostics", "curve"):
+            assert key in s, key
+        assert s["seed"] == 1 and s["n_tasks"] == 4
+        assert {"no_adaptation_greedy", "no_adaptation_sampled",
+                "majority_vote_equal_budget"} <= set(s["baselines"])
+        maj = s["baselines"]["majority_vote_equal_budget"]
+        assert maj["votes_per_task"] * 4 >= s["budget"]["samples"] == maj["adapter_samples"]
+        for k in ("samples", "generated_tokens", "forward_tokens", "backward_tokens",
+                  "optimizer_steps", "wall_time_s"):
+            assert k in s["budget"]
+        assert 0.0 <= s["after"]["accuracy"] <= 1.0
+        assert "reward_accuracy" in s["diagnostics"]
+        assert s["paper_values_changed"]["votes"] == {"paper": 64, "used": 4}
+        assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
+        assert "accuracy" in res.output
+    assert len(list(cache.glob("baselines-*.json"))) == 1      # ttpo reused ttrl's baselines
+
+
+def test_adapt_rejects_unknown_options(tmp_path):
+    res = CliRunner().invoke(app, ["adapt", "ttrl", "--model", "deciplane/tiny", "--limit", "2",
+                                   "--run-dir", str(tmp_path), "--set", "bogus=1"])
+    assert res.exit_code == 2
+    assert "unknown option 'bogus'" in res.output and "votes" in res.output
+
+
+def test_adapt_options_lists_paper_values():
+    res = CliRunner().invoke(app, ["adapt", "options", "ttpo"])
+    assert res.exit_code == 0 and "lam = 0.1  [paper: 0.1]" in res.output
+    assert "votes = 8  [paper: 64]" in res.output and "teacher = " in res.output
