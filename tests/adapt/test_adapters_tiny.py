@@ -74,3 +74,19 @@ def test_adapter_rejects_labeled_inputs(tiny_settings):
     ad = TTRL(load_policy("deciplane/tiny"), TTRLConfig(**tiny_settings))
     with pytest.raises(ConfigError, match="UnlabeledTask"):
         ad.run([{"id": "a", "prompt": "p", "gold": "1"}])
+
+
+def test_frozen_base_teacher_and_majority_answers(tasks, tiny_settings):
+    """TTPO with the frozen initial policy as teacher (LoRA adapters off) and final answers
+    by majority vote: runs, moves LoRA, counts the final votes as samples."""
+    policy = load_policy("deciplane/tiny")
+    cfg = TTPOConfig(**{**tiny_settings, "teacher": "frozen_base", "final_answer": "majority",
+                        "final_votes": 3, "checkpoints": 0})
+    ad = TTPO(policy, cfg)
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    answers = ad.run(tasks)
+    assert len(answers) == len(tasks)
+    assert any(not torch.equal(b, p) for b, p in zip(before, params))
+    assert ad.budget.samples == ad.planned_samples(len(tasks)) == 2 * 2 * 4 + 3 * len(tasks)
+    assert len(ad.records.checkpoints) == 1 and ad.eval_budget.samples == 0
