@@ -39,6 +39,7 @@ COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 META_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "undo", "script",
                            "unscript", "transcript", "noscript"})
 _BANNER_CHARS = frozenset(" _|\\/$<>")
+_ASCII_OBS = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0b\x0c"  # the ASCII part of OBS_CHARSET
 _NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
 _SPACES = re.compile(r"\s+")
 _GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
@@ -430,7 +431,10 @@ def strip_banner(text: str) -> str:
 def clean_observation(text: str) -> str:
     """``text`` with characters outside :data:`OBS_CHARSET` replaced by ``?`` and cut to
     :data:`MAX_OBS_CHARS`, so it always lies in the observation space."""
-    return _NOT_OBS.sub("?", text[:MAX_OBS_CHARS])
+    text = text[:MAX_OBS_CHARS]
+    if text.isascii() and not text.encode("ascii").translate(None, _ASCII_OBS):
+        return text  # the common case, checked at C speed (~10x faster than the regex)
+    return _NOT_OBS.sub("?", text)
 
 
 def normalize_command(command: str) -> str:
@@ -439,6 +443,8 @@ def normalize_command(command: str) -> str:
 
 
 def _as_index(action: Any) -> int:
+    if type(action) is int:  # the common case first
+        return action
     if isinstance(action, (bool, np.bool_)) or isinstance(action, (str, bytes)):
         raise InvalidAction(f"menu mode takes an integer index, got {action!r}; use "
                             "action_mode='text' to send commands")
