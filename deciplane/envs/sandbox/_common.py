@@ -518,11 +518,12 @@ class RawRun:
 
 def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence[int] = (),
             env: dict[str, str] | None = None, jail: CgroupJail | None = None,
-            kill_grace_s: float = 0.0, on_started=None) -> RawRun:  # noqa: ANN001
+            on_started=None) -> RawRun:  # noqa: ANN001
     """Run ``argv`` in a new session, feed ``stdin``, capture stdout/stderr up to
     ``limits.max_output_bytes`` each, stop it at ``limits.timeout_s`` wall time or when
     output overflows, and reap it with its resource usage. Never leaves the child, a
-    zombie or a pipe behind."""
+    zombie or a pipe behind. The child's exit is watched through a pidfd (Linux >= 5.3),
+    so the run ends the moment it does; elsewhere by polling."""
     raw = RawRun()
     t0 = time.monotonic()
     try:
@@ -533,73 +534,56 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
     except OSError as exc:
         raw.sandbox_failed = f"could not start {argv[0]}: {exc}"
         return raw
-    if on_started is not None:
-        on_started(proc)
     cap = limits.max_output_bytes
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()
     reaped = None
+    pidfd = -1
     try:
+        if on_started is not None:
+            on_started(proc)
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(proc.pid)
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
         for f in (proc.stdout, proc.stderr):
             os.set_blocking(f.fileno(), False)
-            sel.register(f, selectors.EVENT_READ)
+            sel.register(f, selectors.EVENT_READ, "out")
         pending = memoryview(stdin)
         if pending:
             os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin, selectors.EVENT_WRITE)
+            sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
         else:
             proc.stdin.close()
         deadline = t0 + limits.timeout_s
-        while sel.get_map():
+        poll_s = 0.0002
+        while reaped is None and not raw.output_exceeded:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raw.timed_out = True
                 break
-            events = sel.select(timeout=min(remaining, 0.1))
-            if not events and reaped is None:
-                # A descendant may hold the pipes open after the program exited.
+            events = sel.select(timeout=remaining if pidfd >= 0 else min(remaining, poll_s))
+            if pidfd < 0:
+                poll_s = min(poll_s * 2, 0.02)
                 reaped = _reap(proc, block=False)
-                if reaped is not None:
-                    if jail is not None:
-                        jail.kill_all()
-                    _drain(sel, bufs, cap, raw)
-                    break
             for key, _ in events:
-                f = key.fileobj
-                if f is proc.stdin:
+                if key.data == "exit":
+                    reaped = _reap(proc, block=True)
+                elif key.data == "in":
                     try:
-                        n = os.write(f.fileno(), pending[:65536])
+                        n = os.write(key.fd, pending[:65536])
                         pending = pending[n:]
-                    except (BrokenPipeError, OSError):
+                    except OSError:  # the program closed its stdin / exited
                         pending = pending[:0]
                     if not pending:
-                        sel.unregister(f)
-                        f.close()
-                    continue
-                try:
-                    chunk = os.read(f.fileno(), 65536)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(f)
-                    continue
-                buf = bufs[f]
-                room = cap - len(buf)
-                buf += chunk[:max(room, 0)]
-                if len(chunk) > room:
-                    raw.output_exceeded = True
-            if raw.output_exceeded:
-                break
-        # Output closed (or a limit hit): give the process what is left of the time.
-        nap = 0.0002
-        while not raw.timed_out and not raw.output_exceeded and reaped is None:
-            reaped = _reap(proc, block=False)
-            if reaped is None:
-                if time.monotonic() >= deadline:
-                    raw.timed_out = True
-                    break
-                time.sleep(nap)
-                nap = min(nap * 2, 0.005)
+                        sel.unregister(key.fileobj)
+                        key.fileobj.close()
+                else:
+                    _read_into(key.fileobj, bufs, cap, raw, sel)
+        if reaped is not None:
+            # Gone: stop anything it left holding the pipes, then take what is buffered.
+            if jail is not None:
+                jail.kill_all()
+            _drain(sel, bufs, cap, raw)
     finally:
         if reaped is None:
             _kill_tree(proc)
@@ -609,6 +593,8 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
             reaped = _reap(proc, block=True)
         raw.wall_time_s = time.monotonic() - t0
         sel.close()
+        if pidfd >= 0:
+            os.close(pidfd)
         for f in (proc.stdin, proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 f.close()
@@ -628,6 +614,23 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
             raw.peak_memory_mb = cg_mem
         raw.oom = jail.oom_killed()
     return raw
+
+
+def _read_into(f, bufs: dict, cap: int, raw: RawRun,  # noqa: ANN001
+               sel: selectors.BaseSelector) -> None:
+    """One read from an output pipe into its capped buffer; unregister it at EOF."""
+    try:
+        chunk = os.read(f.fileno(), 65536)
+    except BlockingIOError:
+        return
+    if not chunk:
+        sel.unregister(f)
+        return
+    buf = bufs[f]
+    room = cap - len(buf)
+    buf += chunk[:max(room, 0)]
+    if len(chunk) > room:
+        raw.output_exceeded = True
 
 
 def _drain(sel: selectors.BaseSelector, bufs: dict, cap: int, raw: RawRun) -> None:
