@@ -212,3 +212,15 @@ def test_valgrind_runs_inside_the_sandbox(monkeypatch, sandbox_tmp):
                  collect_files=["cg.log"], timeout_s=90, memory_mb=1024)
     assert res.status == "ok" and res.stdout == "4950\n", res
     assert b"Collected :" in res.files["cg.log"]
+
+
+def test_doctor_command_lists_every_backend():
+    from typer.testing import CliRunner
+
+    from deciplane.cli import app
+    out = CliRunner().invoke(app, ["doctor"])
+    av = available_backends()
+    assert out.exit_code == (0 if any(ok for ok, _ in av.values()) else 1), out.output
+    for name in BACKENDS:
+        assert name in out.output
+    assert "auto ->" in out.output and "valgrind:" in out.output

@@ -133,7 +133,11 @@ class Sandbox:
             stdin: text fed to the program's standard input.
             files: extra files ``{relative path: content}`` placed next to main.py.
             timeout_s: wall-clock limit (status ``timeout``).
-            memory_mb: memory limit of the whole run (status ``memory``).
+            memory_mb: memory limit (status ``memory``): the program's address space
+                (RLIMIT_AS; not under an ``argv_prefix`` tool) and, where per-run
+                cgroups exist, ``memory_mb + 64`` MB for the whole run, files it writes
+                to its scratch dir and ``/tmp`` included. ``peak_memory_mb`` is the
+                cgroup's peak (without cgroups: ``wait4``'s max RSS, an upper bound).
             cpu_time_s: CPU-time limit (default: ``timeout_s``), whole seconds, rounded up.
             max_output_bytes: stdout and stderr are each captured up to this; more ends
                 the run with status ``output_limit``.

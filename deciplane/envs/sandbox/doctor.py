@@ -23,7 +23,7 @@ def doctor_report() -> dict:
     """``{"backends": {name: (ok, reason)}, "auto": name|None, "auto_error": str|None,
     "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason)}``."""
     from deciplane.envs.sandbox import available_backends, resolve_backend
-    from deciplane.envs.sandbox._common import cgroup_support, find_python
+    from deciplane.envs.sandbox._common import cgroup_support, find_python, scratch_base
     from deciplane.errors import DeciplaneError
 
     report: dict = {"backends": available_backends(), "auto": None, "auto_error": None}
@@ -36,6 +36,10 @@ def doctor_report() -> dict:
     except DeciplaneError as exc:
         report["python"] = f"error: {exc}"
     report["cgroups"] = cgroup_support()
+    try:
+        report["scratch"] = str(scratch_base())
+    except DeciplaneError as exc:
+        report["scratch"] = f"error: {exc}"
     report["valgrind"] = valgrind_status()
     report["docker_host"] = (os.environ.get("DECIPLANE_DOCKER_HOST")
                              or os.environ.get("DOCKER_HOST") or "(default socket)")
@@ -66,6 +70,7 @@ def register(app) -> None:  # noqa: ANN001 - a typer.Typer
         ok, why = rep["cgroups"]
         console.print(f"per-run cgroups: {'yes' if ok else 'no'} ({why})")
         console.print(f"sandbox python: {rep['python']}")
+        console.print(f"scratch dirs under: {rep['scratch']}")
         console.print(f"docker engine: {rep['docker_host']}")
         ok, why = rep["valgrind"]
         console.print(f"valgrind: {'yes' if ok else 'no'} ({why})")
