@@ -352,8 +352,12 @@ def _prefetch(specs: Sequence[tuple[str, dict[str, Any], str, int, int]], progre
 
 
 def _complete(folder: Path, name: str) -> bool:
-    z8 = folder / f"{name}.z8"
-    return z8.is_file() and z8.with_suffix(".json").is_file() and not z8_problem(z8.read_bytes())
+    """Whether ``name`` is in ``folder`` intact (else it is generated again)."""
+    try:
+        check_game_file(folder / f"{name}.z8")
+    except GameError:
+        return False
+    return True
 
 
 def _tw_make_argv(preset: str, opts: Mapping[str, Any], seed: int) -> list[str]:
