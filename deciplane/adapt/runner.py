@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_answers
-from deciplane.adapt.ttpo import TTPO, TTPOConfig
-from deciplane.adapt.ttrl import TTRL, TTRLConfig
+from deciplane.adapt.ttpo import TTPO
+from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
 from deciplane.trainers.single_turn import Budget, generate_texts
 from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything

@@ -130,8 +130,7 @@ class TTPO(BaseAdapter):
         self.optimizer = Optimizer(policy.trainable_parameters(), lr=cfg.lr,
                                    weight_decay=cfg.weight_decay,
                                    max_grad_norm=cfg.max_grad_norm, budget=self.budget)
-        if cfg.teacher == "frozen_base":
-            policy.trainable_parameters()  # full fine-tuning: snapshot the reference now
+        # (trainable_parameters() has snapshotted the frozen reference for full fine-tuning)
 
     def samples_per_prompt(self) -> int:
         return self.config.votes

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import pytest
 import torch
 
 import deciplane.adapt.ttrl as ttrl_mod
