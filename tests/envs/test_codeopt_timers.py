@@ -12,6 +12,9 @@ from deciplane.envs.codeopt.tasks import list_tasks
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
 from deciplane.errors import BackendUnavailable
 
+# ~17 callgrind runs (~3 s of valgrind start-up each) and ~100 cpu-timed runs
+pytestmark = pytest.mark.slow
+
 PROJECT = list_tasks(origin="project")
 IDS = [t.id for t in PROJECT]
 

@@ -61,9 +61,9 @@ class Measurement:
 
     timer: str
     unit: str
-    ref_costs: list[float]
+    ref_costs: list[float]     # per run: CPU seconds, or total instructions (incl. baseline)
     cand_costs: list[float]
-    ref_cost: float            # median (cpu) or exact net count (instructions)
+    ref_cost: float            # median (cpu), or instructions beyond the baseline
     cand_cost: float
     raw_speedup: float
     speedup: float             # after the noise band
