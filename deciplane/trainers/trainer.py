@@ -390,6 +390,13 @@ def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:
     return ALGORITHMS[config.algorithm](config, policy)
 
 
+RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "progress",
+                               "checkpoint.keep_last"})
+"""Options a resumed run may change: the budget and cosmetics, never what the iterations
+already run depended on (shortening ``iterations`` ends the run at the next iteration
+boundary with the final evaluation)."""
+
+
 def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = None,
                  overrides: list[str] | None = None, resume: bool = False) -> dict[str, Any]:
     """Train from a config (object or YAML path) into ``run_dir``; returns the summary.
@@ -409,13 +416,13 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
             config = saved
         config = load_config(config, overrides)
     if resume and saved is not None and saved.is_file() and ckpt.latest_checkpoint(run_dir):
-        prev = load_config(saved)
-        if to_dict(prev) != to_dict(config):
-            diff = [k for k in _flat(to_dict(prev)) if _flat(to_dict(prev))[k]
-                    != _flat(to_dict(config)).get(k)]
+        prev, new = _flat(to_dict(load_config(saved))), _flat(to_dict(config))
+        diff = [k for k in prev if prev[k] != new.get(k) and k not in RESUMABLE_CHANGES]
+        if diff:
             raise CheckpointError(f"--resume: the config differs from the run's saved config "
                                   f"({', '.join(diff[:5])}); resume with {saved} or start a new "
-                                  "--run-dir")
+                                  f"--run-dir (only {', '.join(sorted(RESUMABLE_CHANGES))} may "
+                                  "change on resume)")
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path("runs") / f"{config.algorithm}-{stamp}"
