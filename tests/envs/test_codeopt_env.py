@@ -100,6 +100,10 @@ def test_cli_list_and_run(tmp_path):
     assert out.exit_code == 0 and "fib" in out.output and "nbody" in out.output
     wrong = tmp_path / "wrong.py"
     wrong.write_text("print(42)\n")
+    out = runner.invoke(app, ["codeopt", "run", "no_such_task", str(wrong)])
+    assert out.exit_code == 2 and "known tasks" in out.output
+    out = runner.invoke(app, ["codeopt", "run", "fib", str(wrong), "--timer", "wall"])
+    assert out.exit_code == 2 and "timer must be one of" in out.output
     out = runner.invoke(app, ["codeopt", "run", "fib", str(wrong)])
     assert out.exit_code == 1 and "wrong_answer" in out.output and "reward 0.0000" in out.output
     fast = tmp_path / "fast.py"

@@ -19,8 +19,15 @@ def list_cmd(split: str = typer.Option("all", help="train, test or all")) -> Non
     """The CodeOpt tasks: id, split, origin, title, known faster solutions."""
     from deciplane.envs.codeopt.tasks import list_tasks
 
+    from deciplane.errors import ConfigError
+
+    try:
+        tasks = list_tasks(split)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     table = Table("task", "split", "origin", "title", "known faster solutions")
-    for t in list_tasks(split):  # type: ignore[arg-type]
+    for t in tasks:
         table.add_row(t.id, t.split, t.origin, t.title, str(len(t.solutions)))
     console.print(table)
     console.print("show a task: deciplane codeopt show TASK_ID; judge a program: "
@@ -31,8 +38,14 @@ def list_cmd(split: str = typer.Option("all", help="train, test or all")) -> Non
 def show_cmd(task_id: str) -> None:
     """Print a task's observation (what the agent sees)."""
     from deciplane.envs.codeopt.tasks import get_task
+    from deciplane.errors import TaskError
 
-    console.print(get_task(task_id).observation(), markup=False, highlight=False)
+    try:
+        text = get_task(task_id).observation()
+    except TaskError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    console.print(text, markup=False, highlight=False)
 
 
 @codeopt_app.command("run")
@@ -55,14 +68,20 @@ def run_cmd(
     from deciplane.envs.codeopt.timers import make_timer
     from deciplane.envs.sandbox import Sandbox
 
-    task = get_task(task_id)
-    code = candidate.read_text(encoding="utf-8", errors="replace")
-    sandbox = Sandbox(backend)
-    kwargs = {"repeats": repeats} if repeats > 0 else {}
-    t = make_timer(timer, sandbox, **kwargs)
-    with console.status(f"judging {candidate.name} on {task.id} ({timer} timer, "
-                        f"{sandbox.backend} sandbox)..."):
-        ev = evaluate(task, code, sandbox, t, reward=reward, cap=cap)  # type: ignore[arg-type]
+    from deciplane.errors import DeciplaneError
+
+    try:
+        task = get_task(task_id)
+        code = candidate.read_text(encoding="utf-8", errors="replace")
+        sandbox = Sandbox(backend)
+        kwargs = {"repeats": repeats} if repeats > 0 else {}
+        t = make_timer(timer, sandbox, **kwargs)
+        with console.status(f"judging {candidate.name} on {task.id} ({timer} timer, "
+                            f"{sandbox.backend} sandbox)..."):
+            ev = evaluate(task, code, sandbox, t, reward=reward, cap=cap)  # type: ignore[arg-type]
+    except DeciplaneError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     info = ev.info()
     if as_json:
         print(json.dumps(info, indent=1, default=str))
