@@ -318,6 +318,8 @@ def test_proc_shows_only_sandbox(sb):
     """)
     assert obs["n"] <= 6, obs["cmds"]
     assert not any("pytest" in c for c in obs["cmds"]), obs["cmds"]
+    # nothing in view names host paths (the scratch dir's location, mount lists)
+    assert not any("deciplane-sandbox-" in c or "/dev/shm" in c for c in obs["cmds"]), obs["cmds"]
 
 
 # ---------------------------------------------------------------- resources

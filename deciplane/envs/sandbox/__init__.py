@@ -172,7 +172,7 @@ class Sandbox:
         drop = _bwrap.drops_privileges() if self.backend == "bwrap" else os.getuid() == 0
         scratch = make_scratch(code, files, owner=NOBODY if drop else None)
         jail = None
-        rfd = wfd = scfd = -1
+        rfd = wfd = scfd = argfd = -1
         try:
             if self._cgroups:
                 # memory: the cgroup bounds the whole tree (tmpfs included); rlimit AS
@@ -188,6 +188,7 @@ class Sandbox:
                                          wfd, address_space,
                                          seccomp_fd=scfd if scfd >= 0 else None,
                                          nproc_limit=jail is None)
+                argv, argfd = _bwrap.options_via_fd(argv)
             else:
                 from deciplane.envs.sandbox import namespace
                 argv = namespace.build_argv(self.python, str(scratch), limits, env, prefix,
@@ -195,11 +196,11 @@ class Sandbox:
             if jail is not None:
                 argv = jail.join_argv() + argv
             raw = execute(argv, stdin, limits, jail=jail,
-                          pass_fds=tuple(fd for fd in (wfd, scfd) if fd >= 0))
-            for fd in (wfd, scfd):
+                          pass_fds=tuple(fd for fd in (wfd, scfd, argfd) if fd >= 0))
+            for fd in (wfd, scfd, argfd):
                 if fd >= 0:
                     os.close(fd)
-            wfd = scfd = -1
+            wfd = scfd = argfd = -1
             if self.backend == "bwrap":
                 _check_bwrap_status(raw, _read_all(rfd))
             else:
@@ -207,7 +208,7 @@ class Sandbox:
                 namespace.check_status(raw, scratch)
             got = collect(scratch, collect_files, limits.max_file_bytes)
         finally:
-            for fd in (rfd, wfd, scfd):
+            for fd in (rfd, wfd, scfd, argfd):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)

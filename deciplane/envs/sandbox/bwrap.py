@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 
 from deciplane.envs.sandbox import seccomp
@@ -85,6 +84,34 @@ def seccomp_fd() -> int | None:
     return rfd
 
 
+@functools.lru_cache(maxsize=1)
+def supports_disable_userns() -> bool:
+    """bubblewrap >= 0.8 can forbid nested user namespaces itself (``--disable-userns``)."""
+    try:
+        out = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in out.stdout + out.stderr
+
+
+def options_via_fd(argv: list[str]) -> tuple[list[str], int]:
+    """Move bwrap's options (mount list, host scratch path, environment) out of its
+    command line into a pipe read with ``--args FD``: the sandbox can read pid 1's
+    command line, which then shows only ``bwrap --args N -- <program>``."""
+    exe = argv.index(bwrap_path() or "bwrap")
+    sep = argv.index("--", exe + 1)
+    blob = b"".join(a.encode() + b"\0" for a in argv[exe + 1:sep])
+    if len(blob) >= 60_000:  # must fit the pipe buffer: we write before bwrap reads
+        return argv, -1
+    rfd, wfd = os.pipe()
+    try:
+        os.write(wfd, blob)
+    finally:
+        os.close(wfd)
+    return argv[:exe + 1] + ["--args", str(rfd)] + argv[sep:], rfd
+
+
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], status_fd: int, address_space_limit: bool,
                seccomp_fd: int | None = None, nproc_limit: bool = True) -> list[str]:
@@ -95,6 +122,8 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
              "--cap-drop", "ALL", "--clearenv", "--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if supports_disable_userns():
+        argv += ["--disable-userns"]
     for path in system_ro_paths() + python_ro_paths(python):
         if os.path.islink(path):  # merged-/usr: /bin -> usr/bin etc.
             argv += ["--symlink", os.readlink(path), path]

@@ -16,6 +16,7 @@ import functools
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from deciplane.envs.sandbox._common import (BASE_ENV, NOBODY, SCRATCH, Limits, RawRun,
@@ -33,13 +34,22 @@ def _tool(name: str) -> str | None:
     return tool_path(name)
 
 
-@functools.lru_cache(maxsize=1)
 def template_dir() -> Path:
-    """A host-side skeleton (created once, root-owned, read-only inside the sandbox):
-    ``etc/`` with the loader cache, time zone and a passwd/group that know only root and
-    nobody; ``dev/`` with empty files the real device nodes are bound over; and ``root/``,
-    the empty mount point of the sandbox's root tmpfs."""
+    """A host-side skeleton (root-owned, read-only inside the sandbox), made once per
+    scratch location: ``etc/`` with the loader cache, time zone and a passwd/group that
+    know only root and nobody; ``dev/`` with empty files the real device nodes are bound
+    over; and ``root/``, the empty mount point of the sandbox's root tmpfs."""
     base = scratch_base() / "ns-template"
+    with _TEMPLATE_LOCK:
+        if (base / "root").is_dir() and (base / "etc" / "group").is_file():
+            return base
+        return _make_template(base)
+
+
+_TEMPLATE_LOCK = threading.Lock()
+
+
+def _make_template(base: Path) -> Path:
     (base / "etc").mkdir(parents=True, exist_ok=True)
     (base / "dev").mkdir(exist_ok=True)
     (base / "root").mkdir(exist_ok=True)
@@ -74,7 +84,8 @@ def fstab(root: str, scratch: str, python: str) -> str:
         if os.path.exists(f"/dev/{dev}"):
             lines.append(f"/dev/{dev} {root}/dev/{dev} none bind,nosuid 0 0")
     lines += [
-        f"proc {root}/proc proc nosuid,nodev,noexec,X-mount.mkdir 0 0",
+        # hidepid=2: the program (uid 65534) cannot see pid 1, the root set-up shell
+        f"proc {root}/proc proc nosuid,nodev,noexec,hidepid=2,X-mount.mkdir 0 0",
         f"tmpfs {root}/tmp tmpfs size={TMP_BYTES},mode=1777,nosuid,nodev,X-mount.mkdir 0 0",
         f"{scratch} {root}{SCRATCH} none bind,nosuid,nodev,X-mount.mkdir 0 0",
         f"none {root} none remount,bind,ro,nosuid,nodev 0 0",
