@@ -41,11 +41,14 @@ class MenuAgent:
         labels: candidate label characters (default ``A..Z a..z``); each is checked to be
             one token after the answer cue.
         prefix_cache: reuse the KV cache of the token prefix shared by a batch.
+        max_padding: split a batch into forwards of similar prompt length so that padding
+            adds at most this fraction of compute (``float("inf")``: always one forward).
     """
 
     def __init__(self, policy: Policy, *, temperature: float = 1.0, greedy: bool = False, history: int = 2,
                  max_menu: int | None = None, system_prompt: str = MENU_SYSTEM_PROMPT,
-                 labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True):
+                 labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True,
+                 max_padding: float = 0.25):
         if temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
         if history < 0:
@@ -57,6 +60,9 @@ class MenuAgent:
         self.system_prompt = system_prompt
         self.cue = cue
         self.prefix_cache = prefix_cache
+        if max_padding < 0:
+            raise ConfigError(f"max_padding must be >= 0 (a fraction of real tokens), got {max_padding}")
+        self.max_padding = float(max_padding)
         context = policy.format_prompt("Current observation: a room.", system_prompt) + cue
         self.alphabet: LabelAlphabet = compile_alphabet(policy.tokenizer, context, labels)
         if max_menu is not None and max_menu < 1:
@@ -108,7 +114,12 @@ class MenuAgent:
         return decisions
 
     def _last_logits(self, prompt_ids: list[torch.Tensor]) -> torch.Tensor:
-        """Next-token logits after each prompt, ``(B, V)``, reusing a shared-prefix KV cache."""
+        """Next-token logits after each prompt, ``(B, V)``.
+
+        The token prefix shared by the whole batch is run once (its KV cache is reused);
+        the remaining suffixes are grouped by length so that padding wastes at most
+        ``max_padding`` of the compute (a padded token costs as much as a real one).
+        """
         policy, model = self.policy, self.policy.model
         was_training = model.training
         if was_training:
@@ -117,22 +128,35 @@ class MenuAgent:
             n = _common_prefix_len(prompt_ids)
             n = min(n, min(int(p.numel()) for p in prompt_ids) - 1)  # every row keeps >= 1 token
             if not self.prefix_cache or n < MIN_SHARED_PREFIX:
-                ids, mask = left_pad(prompt_ids, policy.tokenizer.pad_token_id)
-                out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
-                            position_ids=position_ids_from_mask(mask).to(policy.device),
-                            use_cache=False, logits_to_keep=1)
-                return out.logits[:, -1, :]
-            cache = self._prefix_cache(prompt_ids[0][:n], len(prompt_ids))
-            ids, mask = left_pad([p[n:] for p in prompt_ids], policy.tokenizer.pad_token_id)
-            full_mask = torch.cat([torch.ones(len(prompt_ids), n, dtype=torch.long), mask], dim=1)
-            pos = n + position_ids_from_mask(mask)
-            out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
-                        position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
-                        **{_cache_kwarg(model): cache})
-            return out.logits[:, -1, :]
+                n = 0
+            suffixes = [p[n:] for p in prompt_ids]
+            out = [None] * len(prompt_ids)
+            for chunk in length_buckets([int(x.numel()) for x in suffixes], self.max_padding):
+                logits = self._forward_last([suffixes[i] for i in chunk], prompt_ids[0][:n])
+                for row, i in enumerate(chunk):
+                    out[i] = logits[row]
+            return torch.stack(out)                                           # (B, V)
         finally:
             if was_training:
                 model.train()
+
+    def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor) -> torch.Tensor:
+        """Last-position logits of ``prefix + suffix`` for each suffix (one left-padded forward)."""
+        policy, model = self.policy, self.policy.model
+        ids, mask = left_pad(suffixes, policy.tokenizer.pad_token_id)
+        n = int(prefix.numel())
+        if n == 0:
+            out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                        position_ids=position_ids_from_mask(mask).to(policy.device),
+                        use_cache=False, logits_to_keep=1)
+            return out.logits[:, -1, :]
+        cache = self._prefix_cache(prefix, len(suffixes))
+        full_mask = torch.cat([torch.ones(len(suffixes), n, dtype=torch.long), mask], dim=1)
+        pos = n + position_ids_from_mask(mask)
+        out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
+                    position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
+                    **{_cache_kwarg(model): cache})
+        return out.logits[:, -1, :]
 
     def _prefix_cache(self, prefix: torch.Tensor, batch: int):
         """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.
@@ -183,6 +207,26 @@ class MenuAgent:
 def menu_entropy(log_probs: torch.Tensor) -> torch.Tensor:
     """Entropy ``-sum p log p`` of a menu distribution given its log-probs ``(K,)``."""
     return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def length_buckets(lengths: Sequence[int], max_padding: float) -> list[list[int]]:
+    """Group indices into batches of similar length: sorted by length, a batch grows while
+    its padded size ``len(batch) * longest`` stays within ``(1 + max_padding)`` of its real
+    tokens. ``max_padding=inf`` gives one batch. Example: ``[10, 11, 50]``, 0.15 ->
+    ``[[0, 1], [2]]``."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    buckets: list[list[int]] = []
+    real = 0
+    for i in order:
+        if buckets:
+            cand = buckets[-1] + [i]
+            if len(cand) * lengths[i] <= (1 + max_padding) * (real + lengths[i]):
+                buckets[-1] = cand
+                real += lengths[i]
+                continue
+        buckets.append([i])
+        real = lengths[i]
+    return buckets
 
 
 def _common_prefix_len(seqs: Sequence[torch.Tensor]) -> int:

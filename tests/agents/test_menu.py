@@ -129,3 +129,23 @@ def test_menu_log_probs_recompute_with_grad_and_track_updates(fresh_tiny):
 def test_custom_alphabet_is_checked_against_the_tokenizer(tiny):
     alpha = compile_alphabet(tiny.tokenizer, "Answer:", ["A", "B", "north", "xq"])
     assert " north" in alpha.read and "xq" not in alpha.shown
+
+
+def test_length_buckets_bound_the_padding():
+    from deciplane.agents.menu import length_buckets
+
+    assert length_buckets([10, 11, 50], 0.15) == [[0, 1], [2]]
+    assert length_buckets([10, 11, 50], float("inf")) == [[0, 1, 2]]
+    lengths = [5, 300, 7, 290, 6, 120]
+    buckets = length_buckets(lengths, 0.25)
+    assert sorted(i for b in buckets for i in b) == list(range(6))
+    for b in buckets:
+        assert len(b) * max(lengths[i] for i in b) <= 1.25 * sum(lengths[i] for i in b)
+
+
+def test_bucketed_batch_equals_one_padded_forward(tiny):
+    long_obs = [OBS[0] * 8, OBS[1], OBS[2] * 3]
+    a = MenuAgent(tiny, greedy=True, max_padding=0.0).act(long_obs, MENUS)
+    b = MenuAgent(tiny, greedy=True, max_padding=float("inf")).act(long_obs, MENUS)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x.label_logits, y.label_logits, atol=1e-4, rtol=1e-4)
