@@ -102,8 +102,8 @@ class TextWorldEnv(gym.Env[str, Any]):
     cached (see :func:`deciplane.envs.make_game_suite`), or a list of ``.z8`` files.
     ``reset(seed=s)`` picks the game deterministically from ``s`` (the same seed gives the
     same game, which is what group baselines need); ``reset(options={"game": i})`` (or
-    ``{"task": i}``) plays game ``i`` of the suite (an index, a name or a path). Without options, games come in
-    a shuffled order that covers the whole suite before repeating.
+    ``{"task": i}``) plays game ``i`` of the suite (an index, a name or a path). Without
+    options, games come in a shuffled order that covers the whole suite before repeating.
 
     ## Observation
 

@@ -78,7 +78,7 @@ def _env_kwargs(split: Optional[str], games: Optional[str], options: list[str] |
 
 def play_cmd(
     env_id: str = typer.Argument("deciplane/TextWorld-v0", help="registered environment id"),
-    games: Optional[str] = typer.Option(None, help="TextWorld preset (tw-simple, ...) or 'embedded'"),
+    games: Optional[str] = typer.Option(None, help="TextWorld preset or 'embedded'"),
     split: Optional[str] = typer.Option("train", help="train | valid | test"),
     game: Optional[str] = typer.Option(None, help="game of the suite: index or name"),
     seed: int = typer.Option(0, help="reset seed (picks the game when --game is not given)"),

@@ -15,7 +15,8 @@ from gymnasium.utils.env_checker import check_env
 
 import deciplane
 from deciplane.envs import textworld_games as tg
-from deciplane.envs.textworld_env import TextWorldEnv, clean_observation, normalize_command, strip_banner
+from deciplane.envs.textworld_env import (TextWorldEnv, clean_observation, normalize_command,
+                                          strip_banner)
 from deciplane.errors import ConfigError, GameError, InvalidAction, UnknownPreset
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
@@ -289,7 +290,8 @@ def test_corrupt_cache_entry_is_regenerated_identically(suites):
     good = path.read_bytes()
     path.write_bytes(good[:1000])
     suite = tg.make_game_suite("tw-treasure_hunter", "test", 2, level=2)
-    assert path.read_bytes() == good and suite.fingerprint == suites["tw-treasure_hunter"].fingerprint
+    assert path.read_bytes() == good
+    assert suite.fingerprint == suites["tw-treasure_hunter"].fingerprint
 
 
 _GEN = """

@@ -8,9 +8,9 @@ import pytest
 from deciplane.envs.textworld_games import make_game_suite
 from deciplane.errors import ConfigError
 from deciplane.trainers.evaluate import (AGENT_FACTORIES, EpisodeResult, EvalAgent, EvalReport,
-                                         ExpertAgent, RandomAgent, evaluate_agent, make_agent, plot_success,
-                                         register_agent, success_by_family, summarize,
-                                         task_family)
+                                         ExpertAgent, RandomAgent, evaluate_agent, make_agent,
+                                         plot_success, register_agent, success_by_family,
+                                         summarize, task_family)
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 ENV_ID = "deciplane/TextWorld-v0"
@@ -80,7 +80,8 @@ def test_generic_env_without_tasks_or_menu():
     assert rep.success_rate == 1.0 and rep.mean_steps < 30  # positive return = success
     with pytest.raises(ConfigError, match="menu"):
         evaluate_agent("CartPole-v1", RandomAgent(0), split=None, episodes=1, progress=False)
-    with pytest.raises(ConfigError, match=r"CartPole-v1 rejected the arguments \['expert', 'split'\]"):
+    with pytest.raises(ConfigError, match=r"CartPole-v1 rejected the arguments "
+                                          r"\['expert', 'split'\]"):
         evaluate_agent("CartPole-v1", ExpertAgent(), split="test", progress=False)
 
 
