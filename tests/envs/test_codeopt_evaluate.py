@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from deciplane.envs.codeopt.evaluate import evaluate
+from deciplane.envs.codeopt.evaluate import evaluate, evaluate_suite
 from deciplane.envs.codeopt.tasks import get_task
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
-from deciplane.errors import BackendUnavailable
+from deciplane.errors import BackendUnavailable, ConfigError
 
 # primes, off by one: correct on the example (N = 10) but not on N = 2 (a hidden test)
 WRONG_FAST_PRIMES = """
@@ -159,3 +159,13 @@ def test_percentile_reward_among_reference_solutions(sandbox, instructions):
     fast = evaluate(task, task.solutions[0], sandbox, instructions, reward="percentile")
     assert fast.percentile == fast.reward == 1.0    # as fast as the known solution
     assert fast.info()["reward_mode"] == "percentile"
+
+
+def test_evaluate_suite_reports_methods_metrics(sandbox, cpu):
+    evals, summary = evaluate_suite({"fib": "print(1)\n", "primes": "raise SystemExit(2)\n"},
+                                    sandbox, cpu)
+    assert [e.verdict for e in evals] == ["wrong_answer", "runtime_error"]
+    assert summary["mean_speedup"] == 1.0 and summary["share_speedup_ge_1.1"] == 0.0
+    assert summary["share_correct"] == 0.0 and summary["mean_reward"] == 0.0
+    with pytest.raises(ConfigError):
+        evaluate_suite({}, sandbox, cpu)

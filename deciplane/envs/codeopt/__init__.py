@@ -11,7 +11,8 @@ ev.verdict, ev.speedup, ev.reward
 """
 
 from deciplane.envs.codeopt.evaluate import (REWARD_MODES, VERDICTS, Evaluation,
-                                             check_correctness, evaluate, outputs_match)
+                                             check_correctness, evaluate, evaluate_suite,
+                                             outputs_match)
 from deciplane.envs.codeopt.reward import (apply_noise_band, log_speedup_reward, median,
                                            net_cost, noise_band, percentile_reward, speedup,
                                            summarize_speedups)
@@ -23,7 +24,7 @@ from deciplane.envs.codeopt.timers import (TIMERS, CpuTimer, InstructionTimer, M
 __all__ = [
     "CodeOptTask", "IOCase", "get_task", "list_tasks", "extract_pyperformance_source",
     "Timer", "CpuTimer", "InstructionTimer", "Measurement", "TIMERS", "make_timer",
-    "parse_callgrind_log", "Evaluation", "evaluate", "check_correctness", "outputs_match",
+    "parse_callgrind_log", "Evaluation", "evaluate", "evaluate_suite", "check_correctness", "outputs_match",
     "REWARD_MODES", "VERDICTS", "median", "speedup", "net_cost", "noise_band",
     "apply_noise_band", "log_speedup_reward", "percentile_reward", "summarize_speedups",
 ]

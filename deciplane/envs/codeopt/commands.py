@@ -90,6 +90,56 @@ def run_cmd(
     raise typer.Exit(0 if ev.correct else 1)
 
 
+@codeopt_app.command("suite")
+def suite_cmd(
+    folder: Path = typer.Argument(None, exists=True, file_okay=False,
+                                  help="a folder of TASK_ID.py programs"),
+    known: bool = typer.Option(False, "--known", help="judge the known faster solutions "
+                                                      "instead (a check of the timers)"),
+    split: str = typer.Option("all", help="train, test or all (with --known)"),
+    timer: str = typer.Option("cpu", help="cpu or instructions"),
+    repeats: int = typer.Option(0, help="timed runs (0: the timer's default)"),
+    backend: str = typer.Option("auto", help="sandbox backend"),
+) -> None:
+    """Judge one program per task and print the METHODS §6 report: mean speedup, share
+    of tasks with speedup >= 1.1 (incorrect programs count as 1.0), share correct."""
+    from deciplane.envs.codeopt.evaluate import evaluate_suite
+    from deciplane.envs.codeopt.tasks import list_tasks
+    from deciplane.envs.codeopt.timers import make_timer
+    from deciplane.envs.sandbox import Sandbox
+    from deciplane.errors import DeciplaneError
+
+    err = Console(stderr=True)
+    if known == (folder is not None):
+        err.print("[red]error:[/red] give a folder of TASK_ID.py programs or --known",
+                  highlight=False)
+        raise typer.Exit(2)
+    try:
+        if known:
+            programs = {t.id: t.solutions[0] for t in list_tasks(split)  # type: ignore[arg-type]
+                        if t.solutions}
+        else:
+            programs = {p.stem: p.read_text(encoding="utf-8", errors="replace")
+                        for p in sorted(folder.glob("*.py"))}
+        sandbox = Sandbox(backend)
+        t = make_timer(timer, sandbox, **({"repeats": repeats} if repeats > 0 else {}))
+        with console.status(f"judging {len(programs)} programs ({timer} timer)..."):
+            evals, summary = evaluate_suite(programs, sandbox, t)
+    except DeciplaneError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    table = Table("task", "verdict", "speedup", "reward")
+    for e in evals:
+        table.add_row(e.task_id, e.verdict, f"{e.speedup:.3f}x" if e.speedup else "-",
+                      f"{e.reward:.3f}")
+    console.print(table)
+    console.print(f"mean speedup {summary['mean_speedup']:.3f}x, share >= 1.1x "
+                  f"{summary['share_speedup_ge_1.1']:.0%}, correct "
+                  f"{summary['share_correct']:.0%}, mean reward {summary['mean_reward']:.3f} "
+                  f"({len(evals)} tasks, {timer} timer, {sandbox.backend} sandbox)",
+                  highlight=False)
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None or value != value:  # None or NaN
         return "-"

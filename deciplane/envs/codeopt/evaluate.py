@@ -197,3 +197,22 @@ def evaluate(task: CodeOptTask, code: Any, sandbox: Any, timer: Timer,
                       measurement=m, percentile=percentile,
                       message=f"passed all {total} tests; {timer.name} speedup "
                               f"{m.speedup:.3f}x", **base)
+
+
+def evaluate_suite(candidates: dict[str, str], sandbox: Any, timer: Timer,
+                   reward: RewardMode = "log_speedup", cap: float = 4.0
+                   ) -> tuple[list[Evaluation], dict[str, float]]:
+    """Judge one program per task (``{task_id: source}``) and report as METHODS §6 does:
+    mean speedup and share of tasks with speedup >= 1.1 (an incorrect program counts as
+    speedup 1.0: the reference is kept), plus the share correct and the mean reward."""
+    from deciplane.envs.codeopt.tasks import get_task
+
+    if not candidates:
+        raise ConfigError("evaluate_suite needs at least one {task_id: program} entry")
+    evals = [evaluate(get_task(tid), code, sandbox, timer, reward=reward, cap=cap)
+             for tid, code in sorted(candidates.items())]
+    summary = R.summarize_speedups([e.speedup if e.correct and e.speedup else 1.0
+                                    for e in evals])
+    summary["share_correct"] = sum(e.correct for e in evals) / len(evals)
+    summary["mean_reward"] = sum(e.reward for e in evals) / len(evals)
+    return evals, summary
