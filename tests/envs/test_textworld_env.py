@@ -319,6 +319,8 @@ def test_concurrent_generation_and_disjoint_splits(tmp_path):
 
 
 def test_helpers():
+    assert deciplane.envs.make_game_suite is tg.make_game_suite  # public lazy name
+    assert deciplane.envs.TextWorldEnv is TextWorldEnv
     assert normalize_command("  Take   the Coin\n") == "take the coin"
     assert clean_observation("caf\u00e9 \u4e2d\x00!") == "caf\u00e9 ??!"
     banner = "  __  \n |  \\ \n \\$$ \n\nWelcome!\n-= Room =-"
