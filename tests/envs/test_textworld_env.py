@@ -186,6 +186,24 @@ def test_index_outside_space_raises_and_masked_index_is_invalid_move(suites):
     env.close()
 
 
+def test_empty_menu_truncates_instead_of_hanging(suites):
+    """TextWorld always offers look/inventory, so an empty menu only comes from other
+    games; emulate one by dropping the actions and check the defined outcome."""
+
+    class NoActions(TextWorldEnv):
+        def _observe(self, state, obs):
+            super()._observe(state, obs)
+            self._menu = deciplane.Menu(())
+
+    env = NoActions(games=suites["embedded"])
+    obs, info = env.reset(seed=0)
+    assert not info["action_mask"].any()
+    _, r, term, trunc, info = env.step(0)
+    assert (r, term, trunc) == (0.0, False, True)
+    assert info["empty_menu"] and info["invalid_action"]
+    env.close()
+
+
 @pytest.mark.parametrize("limit", [None, 150])
 def test_episode_limit_follows_gym_make(suites, limit):
     kwargs = {} if limit is None else {"max_episode_steps": limit}
