@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Callable
 
 from deciplane.envs.sandbox import bwrap as _bwrap
 from deciplane.envs.sandbox._common import (NOBODY, STATUSES, Limits, RawRun, acquire_jail,
@@ -111,7 +110,6 @@ class Sandbox:
         self.backend = resolve_backend(backend)
         self.python = find_python()
         self._cgroups, _ = cgroup_support()
-        self._impl: Callable[..., RawRun]
         if self.backend == "docker":
             from deciplane.envs.sandbox import docker_backend
             self._docker = docker_backend.DockerRunner()

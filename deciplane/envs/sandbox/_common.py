@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import errno
 import functools
 import math
 import os
@@ -517,8 +516,7 @@ class RawRun:
 
 
 def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence[int] = (),
-            env: dict[str, str] | None = None, jail: CgroupJail | None = None,
-            on_started=None) -> RawRun:  # noqa: ANN001
+            env: dict[str, str] | None = None, jail: CgroupJail | None = None) -> RawRun:
     """Run ``argv`` in a new session, feed ``stdin``, capture stdout/stderr up to
     ``limits.max_output_bytes`` each, stop it at ``limits.timeout_s`` wall time or when
     output overflows, and reap it with its resource usage. Never leaves the child, a
@@ -540,8 +538,6 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
     reaped = None
     pidfd = -1
     try:
-        if on_started is not None:
-            on_started(proc)
         with contextlib.suppress(AttributeError, OSError):
             pidfd = os.pidfd_open(proc.pid)
             sel.register(pidfd, selectors.EVENT_READ, "exit")
@@ -722,7 +718,3 @@ def to_result(raw: RawRun, limits: Limits, backend: str, files: dict[str, bytes]
         timed_out=status == "timeout", killed_reason=reason,
         cpu_time_s=round(raw.cpu_time_s, 6), wall_time_s=round(raw.wall_time_s, 6),
         peak_memory_mb=round(raw.peak_memory_mb, 3), files=files, backend=backend)
-
-
-def errno_name(e: int) -> str:
-    return errno.errorcode.get(e, str(e))

@@ -19,7 +19,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from deciplane.envs.sandbox._common import (BASE_ENV, NOBODY, SCRATCH, Limits, RawRun,
+from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, RawRun,
                                             prlimit_argv, python_ro_paths, scratch_base,
                                             system_ro_paths, tool_path)
 
@@ -164,5 +164,3 @@ def check_status(raw: RawRun, scratch: str | os.PathLike) -> None:
     if raw.returncode == 125 or first.startswith(("unshare:", "mount:", "chroot:")):
         raw.sandbox_failed = f"namespace set-up failed (exit {raw.returncode}): {err.strip()[-500:]}"
 
-
-BASE_ENV_KEYS = tuple(BASE_ENV)
