@@ -130,8 +130,12 @@ def ratios(res: dict) -> dict:
     out = {}
     r = res["results"]
     for mode in ("single", "batched"):
+        if f"menu/{mode}" not in r:
+            continue
         menu = r[f"menu/{mode}"]["decisions_per_s"]
         for text in ("text-react", "text-action"):
+            if f"{text}/{mode}" not in r:
+                continue
             other = r[f"{text}/{mode}"]["decisions_per_s"]
             out[f"menu/{text} ({mode})"] = menu / other if other else float("inf")
     return out
@@ -143,7 +147,7 @@ def markdown(all_results: list[dict]) -> str:
     for res in all_results:
         for key, row in res["results"].items():
             name, mode = key.split("/")
-            lines.append(f"| {res['model']} | {name} | {mode} | {row['decisions_per_s']:.2f} | "
+            lines.append(f"| {res['model']} | {name} | {mode} | {row['decisions_per_s']:.3g} | "
                          f"{row['cpu_s_per_decision']:.3f} | {row['tokens_per_decision']:.1f} | "
                          f"{row['executable_share']:.0%} |")
     lines += ["", "| model | ratio | value |", "|---|---|---|"]
@@ -161,12 +165,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--react-tokens", type=int, default=128, help="max_new_tokens of the react agent")
     ap.add_argument("--action-tokens", type=int, default=16, help="max_new_tokens of the action agent")
+    ap.add_argument("--agents", default="menu,menu-no-cache,text-action,text-react",
+                    help="which configurations to run (comma-separated)")
     ap.add_argument("--json", default=None, help="write all results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     configs = [Config("menu", "menu"), Config("menu-no-cache", "menu", {"prefix_cache": False}),
                Config("text-action", "text", {"style": "action", "max_new_tokens": args.action_tokens}),
                Config("text-react", "text", {"style": "react", "max_new_tokens": args.react_tokens})]
+    wanted = args.agents.split(",")
+    unknown = sorted(set(wanted) - {c.name for c in configs})
+    if unknown:
+        ap.error(f"unknown --agents {unknown}; choose from {[c.name for c in configs]}")
+    configs = [c for c in configs if c.name in wanted]
     states = collect_states(args.states)
     print(f"{len(states)} TextWorld states, menus of {min(len(m) for _, m in states)}-"
           f"{max(len(m) for _, m in states)} actions; {args.threads} threads", flush=True)
