@@ -51,6 +51,8 @@ class ModelConfig:
     """LoRA scaling alpha (finetune=lora)."""
     lora_targets: list[str] | None = None
     """Module names that get LoRA adapters; null = the agents package default."""
+    lora_last_layers: int | None = None
+    """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass."""
     threads: int = 2
     """torch.set_num_threads for the run."""
 
@@ -476,7 +478,8 @@ def coerce(tp: Any, value: Any, key: str) -> Any:
 
 _POSITIVE = {"iterations", "group_size", "games_per_iteration", "max_episode_steps", "epochs",
              "minibatches", "micro_batch_size", "prompts_per_step", "max_new_tokens",
-             "every_n", "keep_last", "lora_rank", "threads", "eval_max_new_tokens"}
+             "every_n", "keep_last", "lora_rank", "threads", "eval_max_new_tokens",
+             "lora_last_layers"}
 _NON_NEGATIVE = {"lr", "weight_decay", "max_grad_norm", "clip_eps", "beta", "beta_menu",
                  "entropy_coef", "lam", "every", "episodes", "s_min", "tau", "step_penalty",
                  "invalid_penalty"}

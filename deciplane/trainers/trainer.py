@@ -376,12 +376,38 @@ def build_policy(config: TrainConfig) -> Any:
     seed_everything(config.seed)  # LoRA init is random: seed it
     policy = load_policy(m.name)
     if m.finetune == "lora":
-        policy.add_lora(r=m.lora_rank, alpha=m.lora_alpha, target_modules=m.lora_targets)
+        policy.add_lora(r=m.lora_rank, alpha=m.lora_alpha,
+                        target_modules=lora_targets(policy, m.lora_targets, m.lora_last_layers))
     else:
         for p in policy.model.parameters():
             p.requires_grad_(True)
     policy.model.train()
     return policy
+
+
+def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None
+                 ) -> list[str] | None:
+    """LoRA target module names; with ``last_layers`` only those of the last N layers
+    (PEFT matches a listed name as a suffix of the module path)."""
+    if last_layers is None:
+        return targets
+    n = int(getattr(policy.model.config, "num_hidden_layers", 0))
+    if n <= 0:
+        raise ConfigError("model.lora_last_layers needs a model config with "
+                          "num_hidden_layers; leave it null for this model")
+    import re
+
+    base = set(targets or policy._lora_targets())
+    first = max(0, n - last_layers)
+    found = []
+    for name, _ in policy.model.named_modules():
+        m = re.search(r"(?:^|\.)(layers\.(\d+)\..*)$", name)
+        if m and int(m.group(2)) >= first and name.rsplit(".", 1)[-1] in base:
+            found.append(m.group(1))
+    if not found:
+        raise ConfigError(f"model.lora_last_layers={last_layers}: no '<...>.layers.<i>.<target>' "
+                          f"module in {policy.name!r}; leave it null for this model")
+    return found
 
 
 def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:

@@ -103,3 +103,17 @@ def test_grouped_menu_rollout_records_groups_experts_and_steps():
     assert isinstance(stats.merge(RolloutStats(env_steps=1)), RolloutStats)
     assert stats.metrics()["rollout/episode_len"] == 2.0
     vec.close()
+
+
+def test_lora_last_layers_only_adapts_the_top_layers():
+    from deciplane.errors import ConfigError
+    from deciplane.trainers.config import load_config
+    from deciplane.trainers.trainer import build_policy
+
+    cfg = load_config(data={"algorithm": "rlid_ppo",
+                            "model": {"name": "deciplane/tiny", "lora_last_layers": 1}})
+    policy = build_policy(cfg)
+    names = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert names and all(".layers.1." in n and "lora_" in n for n in names)
+    with pytest.raises(ConfigError, match="must be > 0"):
+        load_config(data={"algorithm": "rlid_ppo", "model": {"lora_last_layers": 0}})
