@@ -224,3 +224,21 @@ def test_doctor_command_lists_every_backend():
     for name in BACKENDS:
         assert name in out.output
     assert "auto ->" in out.output and "valgrind:" in out.output
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "namespace"])
+def test_fallback_without_cgroups(backend, monkeypatch, sandbox_tmp):
+    """Hosts without writable cgroup v1 (cgroup v2-only, not root): rlimits alone must
+    still contain and account — CPU time from wait4, processes from RLIMIT_NPROC."""
+    monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)
+    monkeypatch.setenv("DECIPLANE_SANDBOX_CGROUPS", "0")
+    sandbox_or_skip(backend)
+    sb = Sandbox(backend)
+    spin = sb.run("x = 0\nfor i in range(2 * 10**6):\n    x += i\nprint(x > 0)")
+    assert spin.status == "ok" and spin.cpu_time_s > 0.05, spin
+    bomb = sb.run("import os\nwhile True:\n    os.fork()", timeout_s=5, max_procs=16)
+    assert bomb.status in ("runtime_error", "killed", "timeout"), bomb
+    assert bomb.wall_time_s < 6
+    mem = sb.run("b = bytearray(1 << 31)", memory_mb=64)
+    assert mem.status == "memory", mem
+    assert sb.run("import time\ntime.sleep(10)", timeout_s=0.5).status == "timeout"

@@ -185,7 +185,8 @@ class Sandbox:
                 argv = _bwrap.build_argv(self.python, str(scratch), limits, env, prefix,
                                          wfd, address_space,
                                          seccomp_fd=scfd if scfd >= 0 else None,
-                                         nproc_limit=jail is None)
+                                         nproc_limit=jail is None,
+                                         sh_init=jail is None)
                 argv, argfd = _bwrap.options_via_fd(argv)
             else:
                 from deciplane.envs.sandbox import namespace

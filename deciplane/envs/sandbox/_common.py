@@ -313,7 +313,10 @@ def _v1_dir(controller: str) -> Path | None:
 
 
 def cgroup_support() -> tuple[bool, str]:
-    """Whether per-run cgroups (pids + memory + cpuacct, v1) can be created here."""
+    """Whether per-run cgroups (pids + memory + cpuacct, v1) can be created here
+    (``DECIPLANE_SANDBOX_CGROUPS=0`` turns them off: the rlimit-only fallback)."""
+    if os.environ.get("DECIPLANE_SANDBOX_CGROUPS", "1") == "0":
+        return False, "disabled by DECIPLANE_SANDBOX_CGROUPS=0"
     if os.getuid() != 0:
         return False, "not root: per-run cgroups need write access to /sys/fs/cgroup"
     missing = [c for c in ("pids", "memory") if _v1_dir(c) is None]

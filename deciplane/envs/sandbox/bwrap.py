@@ -114,8 +114,14 @@ def options_via_fd(argv: list[str]) -> tuple[list[str], int]:
 
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], status_fd: int, address_space_limit: bool,
-               seccomp_fd: int | None = None, nproc_limit: bool = True) -> list[str]:
-    """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>."""
+               seccomp_fd: int | None = None, nproc_limit: bool = True,
+               sh_init: bool = False) -> list[str]:
+    """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>.
+
+    ``sh_init``: make ``sh`` pid 1 of the sandbox (``--as-pid-1``) instead of bwrap's own
+    init, which reaps the program without passing its resource usage up; with sh as the
+    program's parent ``wait4`` on bwrap reports the program's CPU time. Needed where no
+    per-run cgroup accounts CPU."""
     argv = _privilege_drop_argv() + [bwrap_path() or "bwrap"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
              "--hostname", "sandbox", "--die-with-parent", "--new-session",
@@ -135,6 +141,9 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
              "--remount-ro", "/"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    argv += ["--"] + prlimit_argv(limits.rlimits(address_space=address_space_limit,
-                                                        nproc=nproc_limit))
+    if sh_init:
+        argv += ["--as-pid-1"]
+    argv += ["--"] + (["/bin/sh", "-c", '"$@"', "sh"] if sh_init else [])
+    argv += prlimit_argv(limits.rlimits(address_space=address_space_limit,
+                                        nproc=nproc_limit))
     return argv + list(argv_prefix) + [python, "main.py"]
