@@ -106,12 +106,18 @@ def markdown_summary(run_dir: str | Path) -> str:
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
             lines.append(f"- split fingerprints: {fps}")
-        lines += ["", "| metric | before | after |", "|---|---|---|"]
         before = _flat(summary.get("before", {}))
+        warm = _flat(summary.get("after_warm_start") or {})
         after = _flat(summary.get("eval", {}))
-        for k in sorted(after):
-            b = before.get(k, "")
-            lines.append(f"| eval.{k} | {_fmt(b)} | {_fmt(after[k])} |")
+        if warm:
+            lines += ["", "| metric | before | after warm start | after |", "|---|---|---|---|"]
+            for k in sorted(after):
+                lines.append(f"| eval.{k} | {_fmt(before.get(k, ''))} | {_fmt(warm.get(k, ''))} "
+                             f"| {_fmt(after[k])} |")
+        else:
+            lines += ["", "| metric | before | after |", "|---|---|---|"]
+            for k in sorted(after):
+                lines.append(f"| eval.{k} | {_fmt(before.get(k, ''))} | {_fmt(after[k])} |")
     if records:
         last = records[-1]
         lines += ["", f"Last logged iteration: {last.get('iteration')}", "",

@@ -211,7 +211,12 @@ class Trainer:
 
     # ---- pieces --------------------------------------------------------------------------
     def _before(self, logger: RunLogger) -> None:
+        """Held-out metrics of the untrained policy, then the optional warm start (and, if
+        there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
+        if cfg.eval.before:
+            self.extra["before"] = self._eval_splits(logger, "before training")
+            logger.log(0, _eval_metrics(self.extra["before"]) | {"env_steps": 0})
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
         warm = self.algo.warm_start(self.optimizer)
         if warm:
@@ -219,14 +224,15 @@ class Trainer:
             # expert episodes are environment interaction too: counted in env_steps
             self.counters.env_steps += int(warm.get("env_steps", 0))
             logger.print(f"behaviour-cloning warm start: {warm}")
-        if cfg.eval.before:
-            before = {}
-            for split in cfg.eval.final_splits:
-                before[split] = self.algo.evaluate(split)
-                logger.print(f"before training, {split}: {_fmt(before[split])}")
-            self.extra["before"] = before
-            logger.log(0, {f"eval/{s}/{k}": v for s, m in before.items() for k, v in m.items()
-                           if isinstance(v, (int, float))} | {"env_steps": 0})
+            if cfg.eval.before:
+                self.extra["after_warm_start"] = self._eval_splits(logger, "after warm start")
+
+    def _eval_splits(self, logger: RunLogger, when: str) -> dict[str, dict[str, float]]:
+        out = {}
+        for split in self.config.eval.final_splits:
+            out[split] = self.algo.evaluate(split)
+            logger.print(f"{when}, {split}: {_fmt(out[split])}")
+        return out
 
     def _iteration(self, it: int, logger: RunLogger) -> dict[str, Any]:
         cfg = self.config
@@ -352,10 +358,16 @@ class Trainer:
             "split_fingerprints": self.algo.split_fingerprints(),
             "warm_start": self.extra.get("warm_start"),
             "before": self.extra.get("before", {}),
+            "after_warm_start": self.extra.get("after_warm_start"),
             "eval": final,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         }
+
+
+def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:
+    return {f"eval/{s}/{k}": v for s, m in evals.items() for k, v in m.items()
+            if isinstance(v, (int, float))}
 
 
 def _fmt(m: dict[str, Any]) -> str:

@@ -69,12 +69,13 @@ def test_rlid_ppo_textworld_with_bc_cord_and_summary(tmp_path):
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s == json.loads(json.dumps(summary))
     for key in ("config", "seed", "seeds", "split_fingerprints", "wall_time_s", "env_steps",
-                "before", "eval", "optimizer_steps", "warm_start"):
+                "before", "eval", "optimizer_steps", "warm_start", "after_warm_start"):
         assert key in s, key
     assert 0.0 <= s["eval"]["test"]["success_rate"] <= 1.0
     assert s["eval"]["test"]["episodes"] == 6  # every game of the embedded test split
     assert s["split_fingerprints"]["test"] == s["eval"]["test"]["split_fingerprint"]
     assert s["warm_start"]["kind"].startswith("behaviour cloning")
+    assert s["after_warm_start"]["test"]["episodes"] == 6
     assert s["env_steps"] > 0 and s["config"]["algorithm"] == "rlid_ppo"
 
 
