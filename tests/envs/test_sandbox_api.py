@@ -242,3 +242,16 @@ def test_fallback_without_cgroups(backend, monkeypatch, sandbox_tmp):
     mem = sb.run("b = bytearray(1 << 31)", memory_mb=64)
     assert mem.status == "memory", mem
     assert sb.run("import time\ntime.sleep(10)", timeout_s=0.5).status == "timeout"
+
+
+def test_stale_jails_of_dead_processes_are_swept():
+    from deciplane.envs.sandbox._common import CgroupJail, cgroup_support, sweep_stale_jails
+    if not cgroup_support()[0]:
+        pytest.skip(cgroup_support()[1])
+    pid = 2 ** 22 - 7                   # a pid no process is likely to hold
+    if os.path.exists(f"/proc/{pid}"):
+        pytest.skip("cannot pick a dead pid")
+    jail = CgroupJail(f"run-{pid}-deadbeef0000")
+    assert all(d.is_dir() for d in jail.dirs.values())
+    assert sweep_stale_jails() >= len(jail.dirs)
+    assert not any(d.exists() for d in jail.dirs.values())

@@ -466,8 +466,37 @@ _POOL_LOCK = threading.Lock()
 _POOL_MAX = 16
 
 
+_SWEPT = False
+
+
+def sweep_stale_jails() -> int:
+    """Remove empty jails left by processes that died without cleaning up (their names
+    carry the creator's pid); returns how many were removed."""
+    removed = 0
+    for ctl in CgroupJail.CONTROLLERS:
+        root = _v1_dir(ctl)
+        parent = root / "deciplane" if root else None
+        if parent is None or not parent.is_dir():
+            continue
+        for d in parent.iterdir():
+            m = re.fullmatch(r"run-(\d+)-[0-9a-f]+", d.name)
+            if not m or os.path.exists(f"/proc/{m.group(1)}"):
+                continue
+            try:
+                if not (d / "cgroup.procs").read_text().strip():
+                    d.rmdir()
+                    removed += 1
+            except OSError:
+                continue
+    return removed
+
+
 def acquire_jail(max_procs: int, memory_mb: int) -> CgroupJail:
     """An empty jail configured with these limits (reused from the pool when possible)."""
+    global _SWEPT
+    if not _SWEPT:
+        _SWEPT = True
+        sweep_stale_jails()
     while True:
         with _POOL_LOCK:
             jail = _POOL.pop() if _POOL else None
