@@ -19,14 +19,14 @@ from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.envs.answers import extract_answer, majority_vote
 
-INSTRUCTION = "\nAnswer with a single number."
 
 
 def run(bench: str, split: str, policy, n: int, samples: int, max_new_tokens: int,
-        temperature: float, seed: int, batch: int) -> dict:
+        temperature: float, seed: int, batch: int, instruction: str = "") -> dict:
     tasks, scorer = load_benchmark(bench, split, limit=n)
     with scorer:
-        prompts = [policy.format_prompt(t.prompt + INSTRUCTION) for t in tasks]
+        suffix = f"\n{instruction}" if instruction else ""
+        prompts = [policy.format_prompt(t.prompt + suffix) for t in tasks]
         t0 = time.time()
         greedy, sampled = {}, defaultdict(list)
         for i in range(0, len(tasks), batch):
@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--instruction", default="",
+                    help="appended to each problem (default: none, as `deciplane adapt`)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     policy = load_policy(args.model)
@@ -75,7 +77,7 @@ def main() -> None:
           f"| wall s |\n|---|---|---|---|---|---|---|")
     for b in args.benchmarks:
         r = run(b, args.split, policy, args.n, args.samples, args.max_new_tokens,
-                args.temperature, args.seed, args.batch)
+                args.temperature, args.seed, args.batch, args.instruction)
         lv = ", ".join(f"L{k}: {v:.2f} (n={r['level_counts'][k]})"
                        for k, v in r["pass1_by_level"].items())
         print(f"| {b} {args.split} | {r['n']} | {r['greedy']:.2f} | {r['pass1']:.2f} | "

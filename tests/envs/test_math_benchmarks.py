@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -13,8 +14,8 @@ from deciplane.envs.arith import SPECS, generate_splits, make_problem
 from deciplane.envs.benchmarks import load_labeled
 from deciplane.errors import UnknownBenchmark
 
-EXPECTED = {"arith": {"train": 2000, "valid": 200, "test": 200},
-            "arith-shift": {"train": 2000, "valid": 200, "test": 200},
+EXPECTED = {"arith": {"train": 1000, "valid": 200, "test": 200},
+            "arith-shift": {"train": 1000, "valid": 200, "test": 200},
             "mmath-en": {"test": 374, "math500": 311, "aime2024": 30, "aime2025": 15,
                          "cnmo": 18}}
 
@@ -38,27 +39,26 @@ def test_arith_and_shift_differ_in_templates_and_levels():
     a = {p.text for p in generate_splits("arith")["test"]}
     b = {p.text for p in generate_splits("arith-shift")["test"]}
     assert not a & b
-    level2 = {n: sum(p.level == 2 for p in generate_splits(n)["test"]) / 200 for n in SPECS}
-    assert level2["arith"] < level2["arith-shift"]
+    harder = {n: sum(p.level >= 2 for p in generate_splits(n)["test"]) / 200 for n in SPECS}
+    assert harder["arith"] < harder["arith-shift"]
 
 
-@pytest.mark.parametrize("level", [1, 2, 3])
-def test_arith_answers_match_the_numbers_in_the_text(level):
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+@pytest.mark.parametrize("templates", ["A", "B"])
+def test_arith_answers_match_the_numbers_in_the_text(level, templates):
     rng = random.Random(0)
     for _ in range(200):
-        p = make_problem(rng, level)
-        nums = [int(x) for x in __import__("re").findall(r"\d+", p.text)]
+        p = make_problem(rng, level, templates)
+        nums = [int(x) for x in re.findall(r"\d+", p.text)]
         a, b = nums[0], nums[1]
-        expected = {"+": a + b, "-": a - b, "*": a * b}.get(p.op)
+        # "Subtract 1 from 4." names b first; a > b always
+        expected = {"+": a + b, "-": max(a, b) - min(a, b), "*": a * b}.get(p.op)
         if p.op == "+-":
             expected = a + b - nums[2]
         if p.op == "*+":
             expected = a * b + nums[2]
-        assert p.answer == expected and p.answer >= 0
-        if level < 3:
-            assert all(x < 10 for x in nums)
-        else:
-            assert any(x >= 10 for x in nums)
+        assert p.answer == expected and p.answer >= 0, p
+        assert (max(nums) >= 10) == (level == 4)
 
 
 def test_mmath_splits():
@@ -90,4 +90,4 @@ def test_cli_benchmarks():
     assert res.exit_code == 0, res.output
     for name in EXPECTED:
         assert name in res.output
-    assert "test 374" in res.output and "train 2000" in res.output
+    assert "test 374" in res.output and "train 1000" in res.output
