@@ -15,8 +15,11 @@ _FIGURES = {
     "learning_curve": ("rollout/success", "rollout/return", "rollout/accuracy", "rollout/reward",
                        "eval/"),
     "losses": ("loss/",),
-    "diagnostics": ("cord/", "stats/", "tlm/", "rollout/episode_len", "rollout/invalid"),
+    "diagnostics": ("cord/", "tlm_dre/", "distill/", "rollout/episode_len", "rollout/invalid",
+                    "eval/"),
 }
+# which eval metrics go on which figure (counts and lengths would squash the rates)
+_RATE_SUFFIXES = ("success_rate", "accuracy", "mean_return")
 
 
 class ReportError(DeciplaneError, FileNotFoundError):
@@ -33,14 +36,31 @@ def _series(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[
     return xs, ys
 
 
-def _keys(records: list[dict[str, Any]], prefixes: tuple[str, ...]) -> list[str]:
+def _keys(records: list[dict[str, Any]], prefixes: tuple[str, ...], figure: str) -> list[str]:
     keys: set[str] = set()
     for r in records:
         for k, v in r.items():
             if any(k.startswith(p) for p in prefixes) and isinstance(v, (int, float)) \
                     and not isinstance(v, bool):
+                if k.startswith("eval/"):
+                    rate = k.endswith(_RATE_SUFFIXES)
+                    if (figure == "learning_curve") != rate or k.endswith(("episodes", "count")):
+                        continue
                 keys.add(k)
     return sorted(keys)
+
+
+def _final_points(run_dir: Path) -> list[dict[str, Any]]:
+    """The final held-out evaluation of summary.json as one more record."""
+    p = run_dir / "summary.json"
+    if not p.is_file():
+        return []
+    s = json.loads(p.read_text())
+    rec: dict[str, Any] = {"env_steps": s.get("env_steps", 0), "iteration": s.get("iterations")}
+    for split, m in (s.get("eval") or {}).items():
+        for k, v in m.items():
+            rec[f"eval/{split}/{k}"] = v
+    return [rec] if len(rec) > 2 else []
 
 
 def plot_run(run_dir: str | Path) -> list[Path]:
@@ -51,10 +71,10 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    records = read_metrics(run_dir)
+    records = read_metrics(run_dir) + _final_points(run_dir)
     out = []
     for name, prefixes in _FIGURES.items():
-        keys = _keys(records, prefixes)
+        keys = _keys(records, prefixes, name)
         if not keys:
             continue
         fig, ax = plt.subplots(figsize=(7, 4))
