@@ -255,3 +255,27 @@ def test_stale_jails_of_dead_processes_are_swept():
     assert all(d.is_dir() for d in jail.dirs.values())
     assert sweep_stale_jails() >= len(jail.dirs)
     assert not any(d.exists() for d in jail.dirs.values())
+
+
+def _run_in_forked_child(backend: str, code: str, queue) -> None:
+    res = Sandbox(backend).run(code, timeout_s=20)
+    queue.put((res.status, res.stdout, res.killed_reason))
+
+
+def test_forked_processes_do_not_share_pooled_jails(sb):
+    """AsyncVectorEnv workers are forked after the parent ran a sandbox: each must use its
+    own cgroups, else the first run to end kills the other's program."""
+    import multiprocessing as mp
+
+    assert sb.run("print(1)").status == "ok"          # the parent pools a jail
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_run_in_forked_child,
+                         args=(sb.backend, f"import time\ntime.sleep({s})\nprint('done')", q))
+             for s in (0.2, 2.0)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert [r[:2] for r in results] == [("ok", "done\n")] * 2, results

@@ -466,6 +466,18 @@ _POOL_LOCK = threading.Lock()
 _POOL_MAX = 16
 
 
+def _forget_parent_jails() -> None:
+    """In a forked child (e.g. an ``AsyncVectorEnv`` worker), drop the parent's pooled
+    jails: parent and children would otherwise run in the same cgroups at once, and the
+    end-of-run kill of one run would SIGKILL the others' programs."""
+    global _POOL_LOCK
+    _POOL_LOCK = threading.Lock()
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parent_jails)
+
+
 _SWEPT = False
 
 
