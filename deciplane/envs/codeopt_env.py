@@ -12,6 +12,7 @@ from gymnasium.error import ResetNeeded
 from deciplane.envs.codeopt.evaluate import REWARD_MODES, Evaluation, evaluate
 from deciplane.envs.codeopt.tasks import SPLITS, CodeOptTask, get_task, list_tasks
 from deciplane.envs.codeopt.timers import TIMERS, Timer, make_timer
+from deciplane.envs.text_space import ObservationText
 from deciplane.errors import ConfigError, InvalidAction
 
 MAX_PROGRAM_CHARS = 100_000
@@ -33,9 +34,10 @@ class CodeOptEnv(gym.Env[str, str]):
         of "Reinforcement Learning for Code Optimization"; PIE and Mercury metrics).
 
     Observation
-        ``spaces.Text``: the task statement, the I/O format, the visible examples and the
-        slow reference program. Hidden tests, the optimisation input and the known
-        faster solutions are never shown. With ``max_attempts > 1`` the observation after
+        ``spaces.Text`` (an :class:`~deciplane.envs.text_space.ObservationText`, so it
+        also works through ``AsyncVectorEnv``'s shared memory): the task statement, the
+        I/O format, the visible examples and the slow reference program. Hidden tests,
+        the optimisation input and the known faster solutions are never shown. With ``max_attempts > 1`` the observation after
         a step adds feedback on the last attempt (verdict, speedup; nothing about hidden
         test contents).
 
@@ -118,7 +120,7 @@ class CodeOptEnv(gym.Env[str, str]):
         chars = set(string.printable)
         for text in texts:
             chars.update(text)
-        self.observation_space = spaces.Text(
+        self.observation_space = ObservationText(
             max_length=max(len(x) for x in texts) + _FEEDBACK_CHARS * self.max_attempts,
             min_length=1, charset=frozenset(chars))
         self.action_space = spaces.Text(max_length=MAX_PROGRAM_CHARS, min_length=1,

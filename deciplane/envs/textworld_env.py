@@ -14,8 +14,8 @@ from typing import Any, SupportsInt
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector.utils import read_from_shared_memory
 
+from deciplane.envs.text_space import ObservationText
 from deciplane.envs.textworld_games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
@@ -43,53 +43,6 @@ _ASCII_OBS = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0b\x0c"  # the ASCII part of O
 _NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
 _SPACES = re.compile(r"\s+")
 _GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
-
-
-class ObservationText(spaces.Text):
-    """``spaces.Text`` that also works through ``AsyncVectorEnv``'s shared memory.
-
-    Gymnasium 1.4 decodes a ``Text`` shared-memory buffer once, when the vector env is
-    built, so every later observation would read as that initial blank text. For this
-    space the vector env gets a live view instead (:class:`SharedTexts`), decoded when
-    read; ``deepcopy`` of it (what ``AsyncVectorEnv`` returns by default) is a tuple of
-    ``str``.
-    """
-
-
-class SharedTexts(Sequence):
-    """The texts currently in a shared-memory buffer of an :class:`ObservationText`."""
-
-    def __init__(self, space: spaces.Text, shared_memory: Any, n: int) -> None:
-        self._chars = space.character_list
-        self._pad = len(self._chars)
-        self._buf = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape(
-            n, space.max_length)  # (n, max_length) character indices, padded
-
-    def __len__(self) -> int:
-        return self._buf.shape[0]
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return tuple(self[k] for k in range(*i.indices(len(self))))
-        row = self._buf[i]
-        end = int(np.argmax(row == self._pad)) if row[-1] == self._pad else len(row)
-        chars = self._chars
-        return "".join([chars[v] for v in row[:end].tolist()])
-
-    def __deepcopy__(self, memo: dict) -> tuple[str, ...]:
-        return tuple(self)
-
-    def __eq__(self, other: object) -> bool:
-        return tuple(self) == (tuple(other) if isinstance(other, (tuple, list, SharedTexts))
-                               else other)
-
-    def __repr__(self) -> str:
-        return f"SharedTexts({tuple(self)!r})"
-
-
-@read_from_shared_memory.register(ObservationText)
-def _read_live_texts(space: ObservationText, shared_memory: Any, n: int = 1) -> SharedTexts:
-    return SharedTexts(space, shared_memory, n)
 
 
 class TextWorldEnv(gym.Env[str, Any]):

@@ -29,6 +29,26 @@ def test_check_env(timer):
     env.close()
 
 
+def test_vector_envs_sync_and_async():
+    """Sync and Async (shared-memory) vector envs return the real task texts, on reset
+    and after a step (gymnasium 1.4 alone would freeze Text shared memory at blanks)."""
+    import numpy as np
+
+    _make().close()  # skips here when no sandbox backend exists
+    fns = [lambda: gym.make("deciplane/CodeOpt-v0", split="test") for _ in range(2)]
+    runs = []
+    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns)):
+        obs, infos = vec.reset(seed=[0, 1])
+        assert list(obs) == [get_task(t).observation() for t in infos["task_id"]]
+        obs2, rew, term, trunc, infos2 = vec.step(np.array(["print(", "print(1)"], dtype=object))
+        assert rew.tolist() == [0.0, 0.0] and term.all() and not trunc.any()
+        assert list(infos2["verdict"]) == ["runtime_error", "wrong_answer"]
+        assert list(obs2) == list(obs)  # one attempt: the observation is the task again
+        runs.append((tuple(obs), tuple(infos["task_id"])))
+        vec.close()
+    assert runs[0] == runs[1]
+
+
 def test_sampled_garbage_gets_zero_without_crashing():
     env = _make(split="all")
     env.action_space.seed(0)
