@@ -121,3 +121,21 @@ def test_math_grpo_skips_degenerate_batches_and_scores_held_out(tmp_path):
     assert summary["skipped_steps"] == 1 and summary["optimizer_steps"] == 0
     assert summary["eval"]["test"]["accuracy"] == 0.0 and summary["eval"]["test"]["count"] == 4
     assert summary["env_steps"] == 4
+
+
+def test_distillation_to_another_policy(tmp_path):
+    """teacher=policy: KL(teacher || student) over the menu on the student's own states."""
+    data = dict(BASE, algorithm="rlid_ppo", iterations=1,
+                env={"id": COINFLIP, "games_per_iteration": 2, "group_size": 2,
+                     "max_episode_steps": 2},
+                distill={"enabled": True, "teacher": "policy", "teacher_model": "deciplane/tiny",
+                         "combine": "conflict"},
+                model={"name": "deciplane/tiny", "finetune": "lora", "threads": 1},
+                optim={"lr": 1e-3, "epochs": 1},
+                eval={"every": 0, "final_splits": [], "before": False})
+    summary, changed = _train(data, tmp_path)
+    rec = _records(tmp_path)[-1]
+    _finite([rec])
+    # LoRA starts as the identity (B = 0): student == teacher, so the KL starts at 0
+    assert rec["loss/distill"] == pytest.approx(0.0, abs=1e-5)
+    assert "cord/teacher_norm" in rec and summary["optimizer_steps"] == 1
