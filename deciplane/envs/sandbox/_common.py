@@ -47,7 +47,9 @@ class SandboxResult:
     signal it was not sent for a limit), ``sandbox_error`` (the sandbox itself failed; the
     reason is in ``killed_reason``/``stderr``). ``exit_code`` is the program's exit status,
     ``-N`` if signal N ended it, ``None`` if the sandbox stopped it (timeout, output limit)
-    or never started it.
+    or never started it. The backends' supervisors (bwrap, the namespace set-up, docker)
+    report signal N as exit status 128+N, so a program that itself exits with 129-192
+    reads as ``killed`` by that signal.
     """
 
     exit_code: int | None
