@@ -72,6 +72,18 @@ def open_fds() -> set[str]:
 
 
 @pytest.fixture(scope="module")
+def sandbox():
+    """The ``auto`` backend's Sandbox for one test module (skipped, with the reason, where
+    no backend can run)."""
+    from deciplane.errors import BackendUnavailable
+
+    try:
+        return Sandbox("auto")
+    except BackendUnavailable as exc:
+        pytest.skip(f"no sandbox backend here: {exc}")
+
+
+@pytest.fixture(scope="module")
 def sandbox_tmp():
     """A private scratch root for one test module, on the same filesystem the sandbox
     uses by default (not pytest's tmp dirs: mode 0700, the sandbox's uid 65534 could not

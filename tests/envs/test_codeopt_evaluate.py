@@ -12,6 +12,7 @@ from deciplane.envs.codeopt.evaluate import evaluate, evaluate_suite
 from deciplane.envs.codeopt.tasks import get_task
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
 from deciplane.errors import BackendUnavailable, ConfigError
+from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 # primes, off by one: correct on the example (N = 10) but not on N = 2 (a hidden test)
 WRONG_FAST_PRIMES = """
@@ -60,16 +61,6 @@ for name in os.listdir("."):
             pid = open(name).read().split("==")[1] if "==" in open(name).read() else "1"
             fh.write("\\n" * 4000 + f"=={pid}== Collected : 1\\n")
 """
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from deciplane.envs import Sandbox
-
-    try:
-        return Sandbox("auto")
-    except BackendUnavailable as exc:
-        pytest.skip(f"no sandbox backend here: {exc}")
 
 
 @pytest.fixture(scope="module")

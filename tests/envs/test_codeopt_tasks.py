@@ -7,20 +7,11 @@ import pytest
 
 from deciplane.envs.codeopt.evaluate import check_correctness
 from deciplane.envs.codeopt.tasks import get_task, list_tasks
-from deciplane.errors import BackendUnavailable, TaskError
+from deciplane.errors import TaskError
+from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 ALL = list_tasks()
 PROJECT = list_tasks(origin="project")
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from deciplane.envs import Sandbox
-
-    try:
-        return Sandbox("auto")
-    except BackendUnavailable as exc:
-        pytest.skip(f"no sandbox backend here: {exc}")
 
 
 def test_suite_shape():

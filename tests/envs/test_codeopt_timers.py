@@ -11,22 +11,13 @@ from deciplane.envs.codeopt.evaluate import outputs_match
 from deciplane.envs.codeopt.tasks import list_tasks
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
 from deciplane.errors import BackendUnavailable
+from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 # ~17 callgrind runs (~3 s of valgrind start-up each) and ~100 cpu-timed runs
 pytestmark = pytest.mark.slow
 
 PROJECT = list_tasks(origin="project")
 IDS = [t.id for t in PROJECT]
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    from deciplane.envs import Sandbox
-
-    try:
-        return Sandbox("auto")
-    except BackendUnavailable as exc:
-        pytest.skip(f"no sandbox backend here: {exc}")
 
 
 def _measure(timer, task):
