@@ -1,4 +1,8 @@
-"""CPU cost of one RLiD update micro-batch (4 decisions) with SmolLM2: LoRA all layers vs last 6."""
+"""CPU cost of one RLiD act step and one update micro-batch (4 decisions, TextWorld train
+games, history 0) with SmolLM2: LoRA in all layers vs the last 6 (`model.lora_last_layers`).
+
+    .venv/bin/python benchmarks/rlid_update_cost.py   # -> benchmarks/results/rlid_update_cost.json
+"""
 import time, json, torch
 torch.set_num_threads(1)
 import gymnasium as gym
