@@ -116,7 +116,8 @@ class CodeOptEnv(gym.Env[str, str]):
             kwargs["repeats"] = repeats
         self.timer: Timer = make_timer(timer, sandbox, **kwargs)
 
-        texts = [t.observation() for t in self.tasks]
+        # every task, not only this split's: reset(options={"task_id": ...}) may pick any
+        texts = [t.observation() for t in list_tasks("all")]
         chars = set(string.printable)
         for text in texts:
             chars.update(text)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import deciplane  # noqa: F401  (registers the ids)
 from deciplane.cli import app
-from deciplane.envs.codeopt.tasks import get_task
+from deciplane.envs.codeopt.tasks import get_task, list_tasks
 from deciplane.errors import BackendUnavailable, ConfigError, InvalidAction
 
 
@@ -87,6 +87,10 @@ def test_observation_is_the_task_and_nothing_hidden():
         assert sol.strip() not in obs
     obs, _ = env.reset(options={"task_id": "primes"})
     assert obs.startswith("# Task primes")
+    # any task chosen at reset lies in the observation space, whatever the split
+    train = _make(split="train").unwrapped
+    for t in list_tasks("all"):
+        assert train.observation_space.contains(train.reset(options={"task_id": t.id})[0]), t.id
 
 
 def test_a_real_episode_with_the_known_faster_solution():
