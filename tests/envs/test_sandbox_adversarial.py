@@ -155,17 +155,29 @@ def test_cannot_see_project_checkout_or_gold(sb, tmp_path):
 def test_cannot_see_another_runs_scratch(sb):
     """Two runs at once: the first keeps a secret in its scratch dir; the second looks
     everywhere it can for it."""
+    from deciplane.envs.sandbox._common import scratch_base
+
     secret = secrets.token_hex(16)
     first = {}
 
-    def hold():
+    def hold():  # keeps running until the host says the search is over
         first["res"] = sb.run(f"open('secret.txt','w').write({secret!r})\n"
-                              "import time; time.sleep(3)", timeout_s=10)
+                              "import os, time\nt = time.monotonic()\n"
+                              "while not os.path.exists('done') and time.monotonic() - t < 60:\n"
+                              "    time.sleep(0.02)", timeout_s=90)
 
     t = threading.Thread(target=hold)
     t.start()
-    time.sleep(1.0 if sb.backend != "docker" else 2.0)
-    _, obs = run_json(sb, WALK_PRELUDE + f"""
+    held = None
+    for _ in range(3000):                 # the secret is really on disk before we search
+        held = next((f.parent for f in scratch_base().glob("*/secret.txt")
+                     if f.read_text() == secret), None)
+        if held is not None or not t.is_alive():
+            break
+        time.sleep(0.01)
+    assert held is not None, first
+    try:
+        _, obs = run_json(sb, WALK_PRELUDE + f"""
         hits = []
         for root, dirs, files in os.walk("/"):
             if root.startswith(SYSTEM):
@@ -178,8 +190,10 @@ def test_cannot_see_another_runs_scratch(sb):
                     pass
         print(json.dumps({{"hits": hits}}))
     """, timeout_s=20)
-    t.join()
-    assert first["res"].status == "ok"
+    finally:
+        (held / "done").write_text("")
+        t.join()
+    assert first["res"].status == "ok", first["res"]
     assert obs["hits"] == []
 
 
