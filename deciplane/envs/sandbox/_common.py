@@ -356,8 +356,12 @@ class CgroupJail:
 
     def configure(self, max_procs: int, memory_mb: int) -> None:
         """Set this run's limits and zero the counters (raises OSError if the memory
-        limit cannot be lowered, e.g. charged page cache: the caller makes a new jail)."""
+        limit cannot be lowered, e.g. charged page cache, or if processes of an earlier
+        run still count against the pids limit — the kernel releases them lazily after
+        they are killed and reaped: the caller makes a new jail)."""
         if "pids" in self.dirs:
+            if int(self._read("pids", "pids.current") or 0) > 0:
+                raise OSError("jail still charged with an earlier run's processes")
             self._write("pids", "pids.max", str(max_procs + 2))
         if "memory" in self.dirs:
             limit = str(int(memory_mb) << 20)
