@@ -24,6 +24,29 @@ def sandbox_or_skip(name: str) -> Sandbox:
     return _CACHE[name]
 
 
+def scratch_holding(name: str, worker, content: str | None = None,
+                    timeout_s: float = 30.0) -> Path | None:
+    """The host-side scratch dir of the running run that wrote file ``name`` (with text
+    ``content`` when given); polled until it appears, ``worker`` (the thread running that
+    run) ends, or ``timeout_s`` passes (then None)."""
+    import time
+
+    from deciplane.envs.sandbox._common import scratch_base
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        for f in scratch_base().glob(f"*/{name}"):
+            try:
+                if content is None or f.read_text() == content:
+                    return f.parent
+            except OSError:
+                continue
+        if not worker.is_alive():
+            return None
+        time.sleep(0.01)
+    return None
+
+
 def backend_params() -> list:
     return [pytest.param(name, id=name) for name in BACKENDS]
 

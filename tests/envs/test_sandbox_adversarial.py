@@ -14,7 +14,7 @@ import time
 import pytest
 
 from sandbox_helpers import (backend_params, host_pids_with, my_children, sandbox_or_skip,
-                             sandbox_tmp)  # noqa: F401 - a fixture
+                             sandbox_tmp, scratch_holding)  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -159,8 +159,6 @@ def test_cannot_see_project_checkout_or_gold(sb, tmp_path):
 def test_cannot_see_another_runs_scratch(sb):
     """Two runs at once: the first keeps a secret in its scratch dir; the second looks
     everywhere it can for it."""
-    from deciplane.envs.sandbox._common import scratch_base
-
     secret = secrets.token_hex(16)
     first = {}
 
@@ -172,13 +170,7 @@ def test_cannot_see_another_runs_scratch(sb):
 
     t = threading.Thread(target=hold)
     t.start()
-    held = None
-    for _ in range(3000):                 # the secret is really on disk before we search
-        held = next((f.parent for f in scratch_base().glob("*/secret.txt")
-                     if f.read_text() == secret), None)
-        if held is not None or not t.is_alive():
-            break
-        time.sleep(0.01)
+    held = scratch_holding("secret.txt", t, secret)  # the secret is on disk before we search
     assert held is not None, first
     try:
         _, obs = run_json(sb, WALK_PRELUDE + f"""
@@ -226,8 +218,6 @@ def test_fork_bomb_does_not_starve_a_concurrent_run(sb):
         pytest.skip("namespace backend without per-run cgroups falls back to RLIMIT_NPROC, "
                     "which counts uid 65534 host-wide (documented limitation): "
                     + cgroup_support()[1])
-    from deciplane.envs.sandbox._common import scratch_base
-
     out = {}
     ready = f"ready-{secrets.token_hex(6)}"
 
@@ -241,12 +231,7 @@ def test_fork_bomb_does_not_starve_a_concurrent_run(sb):
 
     t = threading.Thread(target=bomb)
     t.start()
-    held = None
-    for _ in range(3000):                 # every fork has been tried before we start
-        held = next((f.parent for f in scratch_base().glob(f"*/{ready}")), None)
-        if held is not None or not t.is_alive():
-            break
-        time.sleep(0.01)
+    held = scratch_holding(ready, t)      # every fork has been tried before we start
     assert held is not None, out
     try:
         res = [sb.run("import subprocess\nprint(subprocess.run(['/bin/echo', 'fine'], "
