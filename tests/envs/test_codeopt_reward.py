@@ -85,9 +85,10 @@ def test_percentile_reward_is_mercury_beyond():
     assert R.percentile_reward(1.0, [10.0, 2.0]) == 1.0
     assert R.percentile_reward(20.0, [10.0, 2.0]) == 0.0
     assert R.percentile_reward(10.0, [10.0, 6.0, 2.0]) == 0.0
-    # a single reference solution: faster / equal / slower
+    # a single reference solution: faster / equal (the reference itself: nothing gained,
+    # as with several references where c == max gives 0) / slower
     assert (R.percentile_reward(1.0, [2.0]), R.percentile_reward(2.0, [2.0]),
-            R.percentile_reward(3.0, [2.0])) == (1.0, 0.5, 0.0)
+            R.percentile_reward(3.0, [2.0])) == (1.0, 0.0, 0.0)
     costs = [0.5, 1, 2, 3, 5, 8, 13]
     scores = [R.percentile_reward(c, [1.0, 4.0, 9.0]) for c in costs]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)

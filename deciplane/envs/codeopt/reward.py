@@ -92,14 +92,15 @@ def percentile_reward(cand_cost: float, reference_costs: Sequence[float]) -> flo
     """Mercury's "Beyond" score: where the candidate's cost falls in the range of the
     reference solutions' costs, ``(max - c) / (max - min)`` with ``c`` clipped to
     ``[min, max]`` — 1.0 at least as fast as the fastest reference solution, 0.0 as slow
-    as the slowest. With a single reference cost (no range): 1.0 if strictly faster, 0.5
-    if equal, else 0.0.
+    as the slowest. With a single reference cost (no range): 1.0 if strictly faster, else
+    0.0 — as slow as the slowest reference, like the formula (so resubmitting the
+    reference shown in the observation earns nothing).
     """
     if not reference_costs:
         raise ValueError("percentile_reward needs at least one reference cost")
     lo, hi = min(reference_costs), max(reference_costs)
     if hi == lo:
-        return 1.0 if cand_cost < lo else (0.5 if cand_cost == lo else 0.0)
+        return 1.0 if cand_cost < lo else 0.0
     c = min(max(cand_cost, lo), hi)
     return (hi - c) / (hi - lo)
 
