@@ -11,6 +11,7 @@ from gymnasium.error import ResetNeeded
 from deciplane.envs.answers import answer_for_grading
 from deciplane.envs.benchmarks import LabeledItem, load_labeled
 from deciplane.envs.math_verify_safe import DEFAULT_TIMEOUT_S, check_text, verify_math
+from deciplane.envs.text_space import ObservationText
 from deciplane.errors import InvalidAnswer
 
 MAX_ANSWER_CHARS = 8192
@@ -69,8 +70,8 @@ class MathEnv(gym.Env[str, str]):
         self._items: list[LabeledItem]
         self._items, self.split_fingerprint = load_labeled(benchmark, split, limit)
         longest = max(len(it.prompt) for it in self._items)
-        self.observation_space = spaces.Text(max_length=max(longest, 1),
-                                             charset=_charset(self._items))
+        self.observation_space = ObservationText(max_length=max(longest, 1),
+                                                charset=_charset(self._items))
         self.action_space = spaces.Text(max_length=64)
         self._current: LabeledItem | None = None
         self._index = -1

@@ -105,12 +105,13 @@ def test_vector_envs(vector):
     def make():
         return gym.make("deciplane/Math-v0", benchmark="arith", split="valid", limit=10)
 
-    # gymnasium 1.4's AsyncVectorEnv reads shared memory once at construction, which for
-    # Text observations (immutable str tuples) freezes them blank: use shared_memory=False.
+    # Default AsyncVectorEnv (shared memory): ObservationText keeps the texts live.
     venv = (SyncVectorEnv([make, make]) if vector == "sync"
-            else AsyncVectorEnv([make, make], shared_memory=False))
+            else AsyncVectorEnv([make, make]))
     try:
+        first, _ = venv.reset(seed=1)
         obs, info = venv.reset(seed=0)
+        assert all(o in prompts for o in first)
         assert all(o in prompts for o in obs)  # text survives shared memory intact
         _, reward, terminated, _, info = venv.step((prompts[obs[0]], "-1"))
         assert list(reward) == [1.0, 0.0] and all(terminated)
