@@ -73,12 +73,6 @@ from deciplane.trainers.eval_commands import register as _register_eval_commands
 
 _register_eval_commands(app)
 
-# model agents for `deciplane evaluate --agent menu|text --model MODEL` (deciplane/agents/evaluation.py)
-from deciplane.agents.evaluation import register_eval_agents as _register_eval_agents  # noqa: E402
-from deciplane.trainers.evaluate import register_agent as _register_agent  # noqa: E402
-
-_register_eval_agents(_register_agent)
-
 
 def main() -> None:  # pragma: no cover
     app()

@@ -8,8 +8,9 @@ The evaluator (:mod:`deciplane.trainers.evaluate`) drives anything with
 Both keep a short per-episode history (what was seen and done), matched to the batch
 rows through ``info["game_name"]`` / ``info["moves"]``, so that they work with any number
 of lockstep environments. :data:`EVAL_AGENT_FACTORIES` maps agent names to factories
-``factory(seed=..., model=..., **options)``; :func:`register_eval_agents` hands them to a
-registry such as ``deciplane.trainers.evaluate.register_agent`` (done by the CLI).
+``factory(seed=..., model=..., **options)``; ``deciplane.trainers.evaluate.AGENT_FACTORIES``
+includes them, so ``make_agent("menu", model=...)`` and ``deciplane evaluate --agent menu``
+both find them.
 This module imports torch only when an agent is built.
 """
 
@@ -161,9 +162,3 @@ def text_factory(seed: int = 0, model: str | None = None, **options: Any) -> Tex
 
 
 EVAL_AGENT_FACTORIES: dict[str, Callable[..., Any]] = {"menu": menu_factory, "text": text_factory}
-
-
-def register_eval_agents(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """Hand the ``menu`` and ``text`` factories to an agent registry (e.g. the evaluator's)."""
-    for name, factory in EVAL_AGENT_FACTORIES.items():
-        register(name, factory)

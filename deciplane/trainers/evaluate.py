@@ -24,6 +24,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from deciplane.agents.evaluation import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
 
 DEFAULT_EPISODES = 20
@@ -106,8 +107,11 @@ def _no_options(name: str, options: dict[str, Any]) -> None:
                           f"agents are: {', '.join(sorted(AGENT_FACTORIES))}")
 
 
-# name -> factory(seed=..., **options) -> EvalAgent. Other modules add theirs.
-AGENT_FACTORIES: dict[str, AgentFactory] = {"expert": _expert_factory, "random": _random_factory}
+# name -> factory(seed=..., **options) -> EvalAgent. Built in: the env's expert, random
+# play, and the model-backed menu/text agents (their module loads torch only when used).
+# Other modules add theirs with register_agent.
+AGENT_FACTORIES: dict[str, AgentFactory] = {"expert": _expert_factory, "random": _random_factory,
+                                            **EVAL_AGENT_FACTORIES}
 
 
 def register_agent(name: str, factory: AgentFactory) -> None:
