@@ -69,6 +69,17 @@ def fingerprint(items: dict[str, str]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def flatten_dict(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (dotted keys, as ``--set`` uses them)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten_dict(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and (if imported) torch."""
     import numpy as np

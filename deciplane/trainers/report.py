@@ -9,6 +9,7 @@ from typing import Any
 
 from deciplane.errors import DeciplaneError
 from deciplane.trainers.logger import read_metrics
+from deciplane.utils import flatten_dict
 
 # figure name -> metric-name prefixes it shows
 _FIGURES = {
@@ -95,16 +96,6 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return out
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
 def markdown_summary(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     summary = {}
@@ -126,9 +117,9 @@ def markdown_summary(run_dir: str | Path) -> str:
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
             lines.append(f"- split fingerprints: {fps}")
-        before = _flat(summary.get("before", {}))
-        warm = _flat(summary.get("after_warm_start") or {})
-        after = _flat(summary.get("eval", {}))
+        before = flatten_dict(summary.get("before", {}))
+        warm = flatten_dict(summary.get("after_warm_start") or {})
+        after = flatten_dict(summary.get("eval", {}))
         if warm:
             lines += ["", "| metric | before | after warm start | after |", "|---|---|---|---|"]
             for k in sorted(after):

@@ -35,7 +35,7 @@ from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.config import (DistillConfig, TrainConfig, dump_yaml, load_config,
                                        to_dict)
 from deciplane.trainers.logger import METRICS_FILE, RunLogger
-from deciplane.utils import atomic_write_json, seed_everything
+from deciplane.utils import atomic_write_json, flatten_dict, seed_everything
 
 
 @dataclass
@@ -456,7 +456,7 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
             config = saved
         config = load_config(config, overrides)
     if resume and saved is not None and saved.is_file() and ckpt.latest_checkpoint(run_dir):
-        prev, new = _flat(to_dict(load_config(saved))), _flat(to_dict(config))
+        prev, new = flatten_dict(to_dict(load_config(saved))), flatten_dict(to_dict(config))
         diff = [k for k in prev if prev[k] != new.get(k) and k not in RESUMABLE_CHANGES]
         if diff:
             raise CheckpointError(f"--resume: the config differs from the run's saved config "
@@ -483,11 +483,3 @@ def ensure_unused_run_dir(run_dir: Path) -> None:
                               "or choose another --run-dir")
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
