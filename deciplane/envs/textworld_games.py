@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ SPLIT_OFFSET = {"train": 0, "valid": 30_000, "test": 60_000}
 MAX_GAMES_PER_SPLIT = 30_000
 EMBEDDED = "embedded"
 # Bump when the way games are generated or post-processed changes (invalidates caches).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 SERIAL = b"000000"
 
 # Options each preset accepts (tw-make's own flags, with "-" spelled "_"), and the
@@ -480,7 +481,13 @@ def _postprocess(z8: Path, name: str) -> None:
     meta = z8.with_suffix(".json")
     text = meta.read_text()
     if str(z8) in text:
-        meta.write_text(text.replace(str(z8), f"{name}.z8"))
+        text = text.replace(str(z8), f"{name}.z8")
+    # The knowledge base records where textworld is installed (used only to generate new
+    # text, never to play): keep the part below site-packages so the file, and so the
+    # split fingerprint, is the same on every machine.
+    text = re.sub(r'"text_grammars_path": "[^"]*/(textworld/[^"]*)"',
+                  r'"text_grammars_path": "\1"', text)
+    meta.write_text(text)
     with contextlib.suppress(FileNotFoundError):
         z8.with_suffix(".ni").unlink()
 
