@@ -216,8 +216,22 @@ class RLiDPPOConfig(TrainConfig):
     """Menu-agent PPO."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Environment suite."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
-    """Episode-level group advantage estimator (groups = episodes of the same game)."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae"] = "grpo"
+    """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt."""
+    gamma: float = 1.0
+    """advantage=gae: discount per decision (1.0 = undiscounted; step_penalty then favours shorter wins)."""
+    gae_lambda: float = 0.95
+    """advantage=gae: GAE lambda (0 = one-step TD advantages, 1 = Monte-Carlo return minus the value)."""
+    value_coef: float = 0.5
+    """advantage=gae: weight of the value loss added to the policy loss."""
+    value_clip: float | None = 0.2
+    """advantage=gae: clipped value loss, the value may move at most this far from its rollout estimate per update (null = plain squared error)."""
+    value_lr: float | None = None
+    """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr)."""
+    value_detach_trunk: bool = False
+    """advantage=gae: true = the value loss trains only the value head; false = its gradient also reaches the policy's trainable weights (shared trunk)."""
+    gae_normalize: bool = True
+    """advantage=gae: standardise the per-decision advantages over the rollout batch (mean 0, std 1); the value targets are not normalised."""
     reward: Literal["return", "won"] = "return"
     """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
     step_penalty: float = 0.0
@@ -274,6 +288,8 @@ class TextPPOConfig(TrainConfig):
     """Observation history window."""
     tlm_dre: TLMDREConfig = field(default_factory=TLMDREConfig)
     """Turn-level weighting."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Behaviour-cloning warm start: teacher forcing of the expert's command text."""
 
 
 @dataclass
@@ -503,8 +519,30 @@ def validate(obj: Any, prefix: str = "") -> None:
     if isinstance(obj, (RLiDPPOConfig, TextPPOConfig)) and obj.advantage == "rloo" \
             and obj.env.group_size < 2:
         raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+    if isinstance(obj, RLiDPPOConfig):
+        _validate_gae(obj)
     if isinstance(obj, MathGRPOConfig) and obj.advantage == "rloo" and obj.group_size < 2:
         raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
+
+
+def _validate_gae(obj: "RLiDPPOConfig") -> None:
+    """Ranges of the critic options (checked whatever the estimator, so a typo is caught
+    before a run switches to advantage=gae)."""
+    for name in ("gamma", "gae_lambda"):
+        v = getattr(obj, name)
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"{name} = {v} must be in [0, 1] (1.0 = no discounting / "
+                              "Monte-Carlo); e.g. --set gamma=0.99")
+    if obj.value_coef < 0:
+        raise ConfigError(f"value_coef = {obj.value_coef} must be >= 0")
+    if obj.advantage == "gae" and obj.value_coef == 0:
+        raise ConfigError("advantage=gae with value_coef = 0: the value head would never "
+                          "learn; set value_coef > 0 (e.g. 0.5) or use advantage=grpo")
+    if obj.value_clip is not None and obj.value_clip <= 0:
+        raise ConfigError(f"value_clip = {obj.value_clip} must be > 0, or null for an "
+                          "unclipped value loss")
+    if obj.value_lr is not None and obj.value_lr <= 0:
+        raise ConfigError(f"value_lr = {obj.value_lr} must be > 0, or null to use optim.lr")
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
