@@ -88,8 +88,13 @@ def load_trainable_state(model: torch.nn.Module, state: dict[str, torch.Tensor])
 
 def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
                     optimizer: torch.optim.Optimizer | None, counters: Counters,
-                    extra: dict[str, Any] | None = None, keep_last: int = 2) -> Path:
-    """Write ``checkpoints/iter_<n>/`` atomically and delete all but the last ``keep_last``."""
+                    extra: dict[str, Any] | None = None, keep_last: int = 2,
+                    modules: dict[str, torch.nn.Module] | None = None) -> Path:
+    """Write ``checkpoints/iter_<n>/`` atomically and delete all but the last ``keep_last``.
+
+    ``modules`` are trainable modules outside the model (e.g. a value head), saved by name
+    with their full ``state_dict``.
+    """
     root = Path(run_dir) / CKPT_DIR
     root.mkdir(parents=True, exist_ok=True)
     name = f"{_PREFIX}{counters.iteration:06d}"
@@ -104,6 +109,8 @@ def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
         "rng": rng_state(),
         "counters": counters.__dict__.copy(),
         "extra": extra or {},
+        "modules": {name: {k: v.detach().clone() for k, v in m.state_dict().items()}
+                    for name, m in (modules or {}).items()},
     }
     with open(tmp / "state.pt", "wb") as fh:
         torch.save(payload, fh)
@@ -150,9 +157,28 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+def load_modules(modules: dict[str, torch.nn.Module], saved: dict[str, Any],
+                 path: str | Path = "checkpoint") -> None:
+    """Load each named module's saved ``state_dict``; the names must match exactly."""
+    missing, extra = sorted(set(modules) - set(saved)), sorted(set(saved) - set(modules))
+    if missing:
+        raise CheckpointError(f"{path} lacks the state of trainable module(s) {missing} (e.g. "
+                              "the value head of advantage=gae); resume with the config the "
+                              "run was started with")
+    if extra:
+        raise CheckpointError(f"{path} holds trainable module(s) {extra} this run does not "
+                              "build (e.g. the value head of advantage=gae); resume with the "
+                              "config the run was started with")
+    for name, m in modules.items():
+        m.load_state_dict(saved[name])
+
+
 def load_checkpoint(path: str | Path, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer | None) -> tuple[Counters, dict[str, Any]]:
-    """Restore parameters, optimizer and RNG states; return the counters and extra state."""
+                    optimizer: torch.optim.Optimizer | None,
+                    modules: dict[str, torch.nn.Module] | None = None
+                    ) -> tuple[Counters, dict[str, Any]]:
+    """Restore parameters, optimizer and RNG states (and the named ``modules`` saved by
+    :func:`save_checkpoint`); return the counters and extra state."""
     path = Path(path)
     f = path / "state.pt"
     if not f.is_file():
@@ -164,6 +190,7 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module,
         raise CheckpointError(f"{f} cannot be read ({e}); delete it to resume from the "
                               "previous checkpoint") from e
     load_trainable_state(model, payload["trainable"])
+    load_modules(modules or {}, payload.get("modules", {}), path)
     if optimizer is not None and payload.get("optimizer") is not None:
         optimizer.load_state_dict(payload["optimizer"])
     set_rng_state(payload["rng"])

@@ -96,6 +96,13 @@ class Algorithm(abc.ABC):
         """The RL + distillation settings, if the algorithm has a distillation objective."""
         return None
 
+    def trainable_modules(self) -> dict[str, tuple[torch.nn.Module, float | None]]:
+        """Trainable modules the algorithm owns besides the policy (e.g. a value head):
+        ``name -> (module, learning rate or None for optim.lr)``. The trainer puts each in
+        its own parameter group of the same optimizer, clips and steps it with the policy,
+        and saves/restores its state with every checkpoint."""
+        return {}
+
     def warm_start(self, optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
         """Optional behaviour-cloning warm start before RL; returns what it did (or None)."""
         return None
@@ -154,7 +161,13 @@ class Trainer:
             raise ConfigError("the policy has no trainable parameters; use model.finetune=full "
                               "or lora")
         o = config.optim
-        self.optimizer = torch.optim.AdamW(self.params, lr=o.lr, betas=tuple(o.betas),
+        extra = algorithm.trainable_modules()  # e.g. a value head: own group, same AdamW
+        self.modules = {k: m for k, (m, _) in extra.items()}
+        groups = [{"params": list(self.params)}] + [
+            {"params": list(m.parameters()), "lr": o.lr if lr is None else lr}
+            for m, lr in extra.values()]
+        self.params += [p for g in groups[1:] for p in g["params"]]
+        self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas),
                                            weight_decay=o.weight_decay)
         self.counters = ckpt.Counters()
         self.extra: dict[str, Any] = {}
@@ -172,7 +185,7 @@ class Trainer:
             last = ckpt.latest_checkpoint(self.run_dir)
             if last is not None:
                 self.counters, self.extra = ckpt.load_checkpoint(last, self.policy.model,
-                                                                 self.optimizer)
+                                                                 self.optimizer, self.modules)
                 start = self.counters.iteration
         (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
         logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
@@ -201,7 +214,8 @@ class Trainer:
                 if (it + 1) % cfg.checkpoint.every == 0 or it + 1 == cfg.iterations:
                     ckpt.save_checkpoint(self.run_dir, self.policy.model, self.optimizer,
                                          self.counters, self.extra,
-                                         keep_last=cfg.checkpoint.keep_last)
+                                         keep_last=cfg.checkpoint.keep_last,
+                                         modules=self.modules)
             final = self._final_eval(logger)
         finally:
             logger.close()
