@@ -143,11 +143,22 @@ def _ask(info: dict[str, Any]) -> int | str | None:
 
 
 def evaluate_cmd(
-    agent: str = typer.Option("expert", help="expert | random | an agent registered by a plug-in"),
-    env: str = typer.Option("deciplane/TextWorld-v0", "--env", help="registered environment id"),
+    run_dir: Optional[Path] = typer.Argument(
+        None, help="a `deciplane train --run-dir` folder: score its checkpoint (the agent, "
+                   "model and environment come from the run's config.yaml)"),
+    checkpoint: str = typer.Option("latest", help="with RUN_DIR: latest | iter_N"),
+    benchmark: Optional[str] = typer.Option(
+        None, help="with RUN_DIR of a single-turn run (math_grpo): benchmark to answer "
+                   "(default: the one it trained on)"),
+    limit: Optional[int] = typer.Option(None, help="with --benchmark: first N tasks only"),
+    agent: Optional[str] = typer.Option(None, help="expert (default) | random | menu | text | "
+                                                   "an agent registered by a plug-in"),
+    env: Optional[str] = typer.Option(None, "--env", help="registered environment id "
+                                                         "(default deciplane/TextWorld-v0)"),
     split: Optional[str] = typer.Option("test", help="split to evaluate on"),
     episodes: Optional[int] = typer.Option(None, help="default: every game of the split once"),
-    games: Optional[str] = typer.Option(None, help="TextWorld preset or 'embedded' (default)"),
+    games: Optional[str] = typer.Option(None, help="TextWorld preset or 'embedded' (default; "
+                                                   "with RUN_DIR: the run's)"),
     num_envs: int = typer.Option(1, help="environments stepped in lockstep (batched agent)"),
     seed: int = typer.Option(0, help="seed of episode 0 (episode i uses seed+i)"),
     model: Optional[str] = typer.Option(None, help="model for model-backed agents"),
@@ -155,36 +166,121 @@ def evaluate_cmd(
                                                       help="KEY=VALUE for the agent factory"),
     env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-e",
                                                     help="KEY=VALUE passed to gym.make"),
+    threads: Optional[int] = typer.Option(None, help="with RUN_DIR: torch threads (default: "
+                                                     "the run's model.threads)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
     progress: bool = typer.Option(True, help="show a progress bar"),
 ) -> None:
-    """Evaluate an agent on a split: success rate, steps, return, the split fingerprint."""
+    """Evaluate an agent on a split: success rate, steps, return, the split fingerprint.
+
+    With RUN_DIR, score a trained run's checkpoint instead: environment runs (rlid_ppo,
+    text_ppo) play the split with the run's agent; single-turn runs (math_grpo) answer
+    --benchmark and are scored by the held-out scorer.
+    """
+    if run_dir is not None:
+        _check_run_dir_flags(agent, model, agent_option, env)
+        with _friendly_errors():
+            _evaluate_run_dir(run_dir, checkpoint, benchmark, limit, split, episodes, games,
+                              env_option, num_envs, seed, threads, json_out, progress)
+        return
+    if benchmark is not None or limit is not None or checkpoint != "latest":
+        raise typer.BadParameter("--benchmark, --limit and --checkpoint score a trained run: "
+                                 "pass its folder first (deciplane evaluate RUN_DIR "
+                                 "--benchmark arith)")
     from deciplane.trainers.evaluate import evaluate_agent, make_agent
 
     opts = parse_options(agent_option)
     if model is not None:
         opts["model"] = model
     with _friendly_errors():
-        the_agent = make_agent(agent, seed=seed, **opts)
+        the_agent = make_agent(agent or "expert", seed=seed, **opts)
         kwargs = _env_kwargs(None, games, env_option)
-        report = evaluate_agent(env, the_agent, split=split, episodes=episodes,
-                                num_envs=num_envs, seed=seed, env_kwargs=kwargs,
-                                progress=progress)
+        report = evaluate_agent(env or "deciplane/TextWorld-v0", the_agent, split=split,
+                                episodes=episodes, num_envs=num_envs, seed=seed,
+                                env_kwargs=kwargs, progress=progress)
     console.print(report_table([report]))
     console.print(f"split fingerprint: [bold]{report.split_fingerprint}[/bold]", highlight=False)
+    _write_json(report, json_out)
+
+
+def _check_run_dir_flags(agent: Optional[str], model: Optional[str],
+                         agent_option: list[str] | None, env: Optional[str]) -> None:
+    """With RUN_DIR the agent, model and environment come from the run: refuse flags that
+    would silently be ignored."""
+    given = [flag for flag, v in (("--agent", agent), ("--model", model),
+                                  ("--agent-option", agent_option), ("--env", env)) if v]
+    if given:
+        raise typer.BadParameter(f"{', '.join(given)} cannot be combined with RUN_DIR: a run's "
+                                 "agent, model and environment come from its config.yaml; "
+                                 "drop them, or drop RUN_DIR to build an agent from scratch")
+
+
+def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
+                      limit: Optional[int], split: Optional[str], episodes: Optional[int],
+                      games: Optional[str], env_option: list[str] | None, num_envs: int,
+                      seed: int, threads: Optional[int], json_out: Optional[Path],
+                      progress: bool) -> None:
+    """``deciplane evaluate RUN_DIR``: environment runs play ``split``; single-turn runs
+    answer ``benchmark``. Prints the table, writes ``json_out``."""
+    from deciplane.errors import ConfigError
+    from deciplane.trainers import run_eval
+
+    config = run_eval.read_run_config(run_dir)
+    split = split or "test"
+    if config.algorithm in run_eval.BENCHMARK_ALGORITHMS:
+        if episodes is not None or games is not None or env_option:
+            raise ConfigError(f"{run_dir} is a single-turn ({config.algorithm}) run: it answers "
+                              "a benchmark; use --benchmark NAME --limit N instead of "
+                              "--episodes/--games/--env-option")
+        report = run_eval.evaluate_run_benchmark(run_dir, benchmark, checkpoint=checkpoint,
+                                                 split=split, limit=limit, threads=threads)
+        console.print(benchmark_table(report))
+        if report.benchmark != report.trained_on:
+            console.print(f"[yellow]note:[/yellow] the run trained on {report.trained_on}; "
+                          f"this is a transfer score on {report.benchmark}", highlight=False)
+    else:
+        if benchmark is not None or limit is not None:
+            raise ConfigError(f"{run_dir} is an environment run ({config.algorithm} on "
+                              f"{config.env.id}), not a benchmark run: drop --benchmark/--limit "
+                              "(use --episodes N to shorten the evaluation)")
+        overrides = _env_kwargs(None, games, env_option)
+        report = run_eval.evaluate_run(run_dir, checkpoint, split=split, episodes=episodes,
+                                       num_envs=num_envs, seed=seed, env_overrides=overrides,
+                                       threads=threads, progress=progress)
+        console.print(report_table([report]))
+    console.print(f"run {report.run_dir} · checkpoint [bold]{report.checkpoint}[/bold] · "
+                  f"split fingerprint [bold]{report.split_fingerprint}[/bold]",
+                  highlight=False)
+    _write_json(report, json_out)
+
+
+def _write_json(report: Any, json_out: Optional[Path]) -> None:
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report.to_dict(), indent=2))
         console.print(f"report written to {json_out}", highlight=False)
 
 
+def benchmark_table(report: Any) -> Table:
+    """A rich table of a :class:`~deciplane.trainers.run_eval.BenchmarkEvalReport` (the
+    benchmark, split and fingerprint in the title)."""
+    table = Table("model", "checkpoint", "problems", "correct", "accuracy", "wall s",
+                  title=f"{report.benchmark} · split {report.split} · fingerprint "
+                        f"{report.split_fingerprint}")
+    table.add_row(report.model, report.checkpoint, str(report.count), str(report.n_correct),
+                  f"{report.accuracy:.1%}", f"{report.wall_s:.1f}")
+    return table
+
+
 def report_table(reports: list[Any]) -> Table:
     """A rich table with one row per :class:`EvalReport` (env, split and fingerprint in
     the title)."""
     first = reports[0]
+    title = f"{first.env_id} · split {first.split} · fingerprint {first.split_fingerprint}"
+    if getattr(first, "checkpoint", None):
+        title += f" · {first.checkpoint}"
     table = Table("agent", "episodes", "success", "steps", "return", "invalid", "decisions/s",
-                  title=f"{first.env_id} · split {first.split} · fingerprint "
-                        f"{first.split_fingerprint}")
+                  title=title)
     for r in reports:
         table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{r.mean_steps:.1f}",
                       f"{r.mean_return:.2f}", f"{r.invalid_action_rate:.1%}",

@@ -157,6 +157,8 @@ class EvalReport:
     decisions_per_s: float   # agent + env.step time only (resets/game loading excluded)
     wall_s: float
     per_episode: list[EpisodeResult] = field(default_factory=list)
+    run_dir: str | None = None      # set when a trained run's checkpoint was evaluated
+    checkpoint: str | None = None   # its checkpoint folder name (iter_NNNNNN)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,313 @@
+"""Score a trained run's checkpoint later: ``deciplane evaluate RUN_DIR``.
+
+A run directory written by ``deciplane train CONFIG --run-dir DIR`` holds the run's config
+(``config.yaml``) and checkpoints (``checkpoints/iter_NNNNNN/{meta.json,state.pt}``).
+:func:`load_trained_policy` rebuilds the policy exactly as training built it (same model,
+LoRA settings, threads) and loads the checkpoint's trainable parameters into it — only
+the ``"trainable"`` entry of ``state.pt`` is read: the optimizer, RNG states and any
+trainable modules outside the policy (e.g. a value head) are left alone, so checkpoints
+that carry more state still load.
+
+Two ways to score it:
+
+* :func:`evaluate_run` — environment runs (``rlid_ppo``: the menu agent, ``text_ppo``: the
+  free-text agent), rebuilt with the run's agent settings (history, style, tokens) and
+  played greedily on the run's environment (id, kwargs, ``max_episode_steps``) through
+  :func:`deciplane.trainers.evaluate.evaluate_agent`;
+* :func:`evaluate_run_benchmark` — single-turn runs (``math_grpo``): greedy answers to a
+  benchmark split, with the prompt and token budget of the run's own evaluation, scored
+  by the held-out scorer (:func:`deciplane.envs.load_benchmark`).
+
+Both reports record the run directory, the checkpoint name and the split fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deciplane.errors import CheckpointError, ConfigError
+from deciplane.trainers.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
+
+CONFIG_FILE = "config.yaml"
+ENV_ALGORITHMS = ("rlid_ppo", "text_ppo")
+BENCHMARK_ALGORITHMS = ("math_grpo",)
+
+
+@dataclass
+class TrainedPolicy:
+    """A run's policy with a checkpoint's trainable weights loaded (in eval mode)."""
+
+    run_dir: Path
+    checkpoint: Path          # the checkpoint folder (RUN_DIR/checkpoints/iter_NNNNNN)
+    config: Any               # the run's TrainConfig (from RUN_DIR/config.yaml)
+    policy: Any               # deciplane.agents.Policy
+    iteration: int            # completed training iterations at the checkpoint
+
+    @property
+    def checkpoint_name(self) -> str:
+        return self.checkpoint.name
+
+
+# ---- run directory and checkpoint --------------------------------------------------------
+
+
+def read_run_config(run_dir: str | Path) -> Any:
+    """The :class:`~deciplane.trainers.config.TrainConfig` a run was trained with."""
+    from deciplane.trainers.config import load_config
+
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise CheckpointError(f"{run} does not exist; pass the --run-dir of a "
+                              "`deciplane train` run")
+    cfg = run / CONFIG_FILE
+    if not cfg.is_file():
+        raise CheckpointError(f"{run} is not a run directory (no {CONFIG_FILE}); pass the "
+                              "folder given to `deciplane train CONFIG --run-dir DIR`")
+    return load_config(cfg)
+
+
+def resolve_checkpoint(run_dir: str | Path, checkpoint: str = "latest") -> Path:
+    """The checkpoint folder named by ``checkpoint``: ``latest``, ``iter_N`` or ``N``
+    (``iter_12`` and ``iter_000012`` are the same checkpoint)."""
+    run = Path(run_dir)
+    available = list_checkpoints(run)
+    if not available:
+        raise CheckpointError(f"{run} has no checkpoint (no complete {CKPT_DIR}/iter_*/); "
+                              "train at least one iteration (checkpoint.every) or resume "
+                              f"the run with `deciplane train --resume --run-dir {run}`")
+    text = str(checkpoint).strip()
+    if text == "latest":
+        last = latest_checkpoint(run)
+        assert last is not None
+        return last
+    digits = text[len("iter_"):] if text.startswith("iter_") else text
+    if not digits.isdigit():
+        raise CheckpointError(f"--checkpoint {text!r} is not 'latest', 'iter_N' or N; "
+                              f"available: {', '.join(p.name for p in available)}")
+    for p in available:
+        if int(p.name[len("iter_"):]) == int(digits):
+            return p
+    raise CheckpointError(f"{run} has no checkpoint {text!r}; available: "
+                          f"{', '.join(p.name for p in available)} (older ones are deleted "
+                          "after checkpoint.keep_last)")
+
+
+def read_policy_state(checkpoint: str | Path) -> tuple[dict[str, Any], int]:
+    """``(trainable parameters, completed iterations)`` of a checkpoint folder; nothing
+    else of ``state.pt`` is used (memory-mapped, so optimizer state is not read in)."""
+    import torch
+
+    f = Path(checkpoint) / "state.pt"
+    try:
+        payload = torch.load(f, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means corrupt
+        raise CheckpointError(f"{f} cannot be read ({e}); pick another checkpoint with "
+                              "--checkpoint iter_N") from e
+    if not isinstance(payload, dict) or "trainable" not in payload:
+        raise CheckpointError(f"{f} holds no policy parameters ('trainable'); it was not "
+                              "written by deciplane's trainer")
+    iteration = int((payload.get("counters") or {}).get("iteration", 0))
+    return payload["trainable"], iteration
+
+
+def check_shapes(model: Any, state: dict[str, Any]) -> None:
+    """Raise :class:`CheckpointError` when a saved tensor's shape differs from the model's
+    parameter of the same name (e.g. another LoRA rank); names are checked on loading."""
+    params = dict(model.named_parameters())
+    for name, t in state.items():
+        p = params.get(name)
+        if p is not None and tuple(p.shape) != tuple(t.shape):
+            raise CheckpointError(f"parameter {name!r} has shape {tuple(t.shape)} in the "
+                                  f"checkpoint but {tuple(p.shape)} in the model built from "
+                                  "the run's config; rebuild with the model and LoRA settings "
+                                  "the run trained with")
+
+
+def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
+                        threads: int | None = None) -> TrainedPolicy:
+    """Rebuild a run's policy from its config and load a checkpoint's trainable weights.
+
+    ``checkpoint``: ``latest`` | ``iter_N`` | ``N``. ``threads``: torch threads (default:
+    the run's ``model.threads``). Like training, this seeds python/numpy/torch with the
+    run's seed before building the model. Raises :class:`CheckpointError` for a folder
+    that is not a run directory, a run without checkpoints, or weights that do not fit.
+    """
+    import torch
+
+    from deciplane.trainers.checkpoint import load_trainable_state
+    from deciplane.trainers.trainer import build_policy
+
+    run = Path(run_dir)
+    config = read_run_config(run)
+    path = resolve_checkpoint(run, checkpoint)
+    state, iteration = read_policy_state(path)
+    policy = build_policy(config)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        check_shapes(policy.model, state)
+        load_trainable_state(policy.model, state)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: {e} (was {run / CONFIG_FILE} edited after "
+                              "training?)") from None
+    policy.model.eval()
+    for p in policy.model.parameters():
+        p.requires_grad_(False)
+    return TrainedPolicy(run_dir=run, checkpoint=path, config=config, policy=policy,
+                         iteration=iteration)
+
+
+# ---- environment runs --------------------------------------------------------------------
+
+
+def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
+    """The greedy evaluation agent the run trained (menu agent for ``rlid_ppo``, free-text
+    agent for ``text_ppo``) with the run's prompt settings, behind ``act_batch``."""
+    from deciplane.agents import MenuAgent, TextAgent
+    from deciplane.agents.evaluation import MenuEvalAgent, TextEvalAgent
+
+    c = trained.config
+    if c.algorithm == "rlid_ppo":
+        agent = MenuAgent(trained.policy, greedy=True, history=c.history)
+        return MenuEvalAgent(agent, seed=seed, name=f"menu[{c.model.name}]")
+    if c.algorithm == "text_ppo":
+        agent = TextAgent(trained.policy, style=c.style, max_new_tokens=c.max_new_tokens,
+                          greedy=True, history=c.history)
+        return TextEvalAgent(agent, seed=seed, name=f"text-{c.style}[{c.model.name}]")
+    raise ConfigError(f"run {trained.run_dir} trained {c.algorithm!r}, not an environment "
+                      f"agent ({', '.join(ENV_ALGORITHMS)}); score it with --benchmark NAME")
+
+
+def run_env_kwargs(config: Any, split: str | None,
+                   overrides: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]]:
+    """``(split or None, gym.make kwargs)`` for evaluating a run on its environment: the
+    run's ``env.kwargs`` (updated by ``overrides``) and ``max_episode_steps``. The split is
+    dropped for environments without splits (and for explicit game-file lists)."""
+    from deciplane.trainers.envs import TEXTWORLD, _env_params
+
+    kwargs = dict(config.env.kwargs)
+    kwargs.update(overrides or {})
+    kwargs["max_episode_steps"] = config.env.max_episode_steps
+    if config.env.id == TEXTWORLD:
+        if isinstance(kwargs.get("games"), (list, tuple)):
+            split = None
+    elif "split" not in _env_params(config.env.id):
+        split = None
+    return split, kwargs
+
+
+def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "test",
+                 episodes: int | None = None, num_envs: int = 1, seed: int = 0,
+                 env_overrides: dict[str, Any] | None = None, threads: int | None = None,
+                 progress: bool = False, trained: TrainedPolicy | None = None) -> Any:
+    """Evaluate an environment run's checkpoint on ``split``; returns an
+    :class:`~deciplane.trainers.evaluate.EvalReport` with ``run_dir`` and ``checkpoint``
+    set. ``episodes`` defaults to every game of the split once (else 20 seeds);
+    ``env_overrides`` replace keys of the run's ``env.kwargs`` (e.g. another games preset).
+    Pass ``trained`` to reuse an already loaded policy."""
+    from deciplane.trainers.evaluate import evaluate_agent
+
+    config = read_run_config(run_dir) if trained is None else trained.config
+    if config.algorithm not in ENV_ALGORITHMS:
+        raise ConfigError(f"{run_dir} is a single-turn run ({config.algorithm}), not an "
+                          f"environment run; score it with `deciplane evaluate {run_dir} --benchmark "
+                          f"{getattr(config, 'benchmark', 'NAME')}`")
+    if trained is None:
+        trained = load_trained_policy(run_dir, checkpoint, threads=threads)
+    agent = eval_agent_for(trained, seed=seed)
+    env_split, kwargs = run_env_kwargs(config, split, env_overrides)
+    report = evaluate_agent(config.env.id, agent, split=env_split, episodes=episodes,
+                            num_envs=num_envs, seed=seed, env_kwargs=kwargs, progress=progress)
+    report.run_dir = str(trained.run_dir)
+    report.checkpoint = trained.checkpoint_name
+    return report
+
+
+# ---- single-turn (benchmark) runs --------------------------------------------------------
+
+
+@dataclass
+class BenchmarkEvalReport:
+    """Greedy answers of a run's checkpoint on a benchmark split, held-out scored."""
+
+    run_dir: str
+    checkpoint: str
+    iteration: int
+    model: str
+    benchmark: str
+    trained_on: str           # the benchmark the run was trained on
+    split: str
+    split_fingerprint: str
+    count: int
+    n_correct: int
+    accuracy: float
+    max_new_tokens: int
+    wall_s: float
+    per_task: list[dict[str, Any]] = field(default_factory=list)  # id, answer, correct
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"{self.model} ({self.run_dir}, {self.checkpoint}) on {self.benchmark} "
+                f"[{self.split}, fingerprint {self.split_fingerprint}]: accuracy "
+                f"{self.accuracy:.1%} ({self.n_correct}/{self.count})")
+
+
+def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
+                           checkpoint: str = "latest", split: str = "test",
+                           limit: int | None = None, threads: int | None = None,
+                           trained: TrainedPolicy | None = None) -> BenchmarkEvalReport:
+    """Score a single-turn run's checkpoint on ``benchmark`` (default: the one it trained
+    on): greedy answers with the run's prompt and ``eval_max_new_tokens``, the first
+    ``limit`` tasks of ``split`` (default all), gold only in the held-out scorer."""
+    import torch
+
+    from deciplane.envs import load_benchmark
+    from deciplane.trainers.math_grpo import SYSTEM_PROMPT
+    from deciplane.trainers.single_turn import generate_texts
+
+    config = read_run_config(run_dir) if trained is None else trained.config
+    if config.algorithm not in BENCHMARK_ALGORITHMS:
+        raise ConfigError(f"{run_dir} is an environment run ({config.algorithm} on "
+                          f"{config.env.id}), not a benchmark run; drop --benchmark to evaluate "
+                          f"it on its environment (`deciplane evaluate {run_dir} --split "
+                          f"{split}`)")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {limit}")
+    name = benchmark or config.benchmark
+    t0 = time.perf_counter()
+    tasks, scorer = load_benchmark(name, split, limit=limit)  # checks name/split first
+    try:
+        if trained is None:
+            trained = load_trained_policy(run_dir, checkpoint, threads=threads)
+        policy = trained.policy
+        prompts = [policy.format_prompt(t.prompt, SYSTEM_PROMPT) for t in tasks]
+        with torch.no_grad():
+            texts = generate_texts(policy, prompts, max_new_tokens=config.eval_max_new_tokens,
+                                   greedy=True, prompts_per_batch=32)
+        answers = {t.id: a for t, a in zip(tasks, texts)}
+        report = scorer.score(answers)
+    finally:
+        scorer.close()
+    per_task = [{"id": t.id, "answer": answers[t.id], "correct": bool(report.correct[t.id])}
+                for t in tasks]
+    return BenchmarkEvalReport(
+        run_dir=str(trained.run_dir), checkpoint=trained.checkpoint_name,
+        iteration=trained.iteration, model=config.model.name, benchmark=name,
+        trained_on=config.benchmark, split=split, split_fingerprint=report.split_fingerprint,
+        count=report.count, n_correct=report.n_correct, accuracy=report.accuracy,
+        max_new_tokens=config.eval_max_new_tokens, wall_s=time.perf_counter() - t0,
+        per_task=per_task)
+
+
+def write_report(report: Any, path: str | Path) -> Path:
+    """Write a report's ``to_dict()`` as JSON (parent folders created)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report.to_dict(), indent=2))
+    return out
