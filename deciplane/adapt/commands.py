@@ -9,6 +9,7 @@ starts from the paper's values); ``deciplane adapt options ttrl`` lists them.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -32,6 +33,7 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
                   TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
                   console=console, transient=False) as bar:
         handles: dict[str, int] = {}
+        t0 = time.perf_counter()
 
         def progress(phase: str, done: int, total: int, metrics: dict) -> None:
             if phase not in handles:
@@ -42,6 +44,9 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
             if "optimizer_steps" in metrics:
                 info += f" opt steps {int(metrics['optimizer_steps'])}"
             bar.update(handles[phase], completed=done, total=max(total, 1), info=info)
+            if not console.is_terminal:   # a log file gets one line per event instead of a bar
+                console.print(f"[{time.perf_counter() - t0:7.1f}s] {phase} {done}/{total} {info}".rstrip(),
+                              highlight=False)
 
         try:
             summary = run_adaptation(method, benchmark=benchmark, split=split, model=model,

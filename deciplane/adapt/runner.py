@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import typing
 from dataclasses import asdict, fields
@@ -101,6 +102,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
     from deciplane.envs import load_benchmark
 
     t_start = time.perf_counter()
+    cpu_start = time.process_time()
     config = build_config(method, overrides, seed)
     if threads:
         torch.set_num_threads(int(threads))
@@ -195,6 +197,10 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         summary["curve"] = curve
         summary["diagnostics"] = _diagnostics(scorer, adapter)
         summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)
+        # CPU seconds of this process summed over its threads: on a shared machine this,
+        # not the wall time, says what the run costs (the scorer's workers are excluded).
+        summary["cpu_time_s"] = round(time.process_time() - cpu_start, 2)
+        summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         scorer.close()
 

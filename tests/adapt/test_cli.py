@@ -40,6 +40,8 @@ def test_adapt_ttrl_then_ttpo_write_summaries(tmp_path):
         assert s["paper_values_changed"]["votes"] == {"paper": 64, "used": 4}
         assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
         assert "accuracy" in res.output
+        assert s["cpu_time_s"] > 0 and len(s["load_average_at_end"]) == 3
+        assert "adapt 2/2" in res.output        # not a terminal: one log line per event
     assert len(list(cache.glob("baselines-*.json"))) == 1      # ttpo reused ttrl's baselines
 
 
