@@ -28,8 +28,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning"
 runner = CliRunner()
 
 TINY = {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4, "threads": 1}
+# advantage=gae: the checkpoints also hold a value head, which evaluation must leave alone
 ENV_RUN = {"algorithm": "rlid_ppo", "progress": False, "seed": 0, "iterations": 2, "history": 0,
-           "model": TINY, "optim": {"lr": 1e-2, "epochs": 1},
+           "advantage": "gae", "model": TINY, "optim": {"lr": 1e-2, "epochs": 1},
            "env": {"kwargs": {"games": "embedded"}, "games_per_iteration": 2, "group_size": 2,
                    "max_episode_steps": 4},
            "eval": {"every": 0, "final_splits": ["test"], "before": False},
@@ -41,12 +42,24 @@ MATH_RUN = {"algorithm": "math_grpo", "progress": False, "seed": 0, "iterations"
 TIMING = {"decisions_per_s", "wall_s"}
 
 
+TEXT_RUN = {"algorithm": "text_ppo", "progress": False, "seed": 0, "iterations": 1,
+            "history": 1, "style": "action", "max_new_tokens": 3, "model": TINY,
+            "optim": {"lr": 1e-2, "epochs": 1},
+            "env": {"kwargs": {"games": "embedded"}, "games_per_iteration": 1, "group_size": 2,
+                    "max_episode_steps": 2},
+            "eval": {"every": 0, "final_splits": [], "before": False}}
+
+
 @pytest.fixture(scope="module")
 def env_run(tmp_path_factory):
     """A 2-iteration RLiD-PPO run (checkpoints iter_000001 and iter_000002)."""
     run = tmp_path_factory.mktemp("runs") / "rlid"
     summary = run_training(load_config(data=ENV_RUN), run_dir=run)
     return run, summary
+
+
+def _strip(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in TIMING | {"run_dir", "checkpoint"}}
 
 
 def _cli(*args):
@@ -76,8 +89,7 @@ def test_cli_scores_the_checkpoint_like_the_in_process_evaluation(env_run, tmp_p
     assert kwargs == {"games": "embedded", "max_episode_steps": 4}
     ref = evaluate_agent(trained.config.env.id, eval_agent_for(trained), split=split,
                          env_kwargs=kwargs, progress=False).to_dict()
-    assert {k: v for k, v in cli.items() if k not in TIMING | {"run_dir", "checkpoint"}} \
-        == {k: v for k, v in ref.items() if k not in TIMING | {"run_dir", "checkpoint"}}
+    assert _strip(cli) == _strip(ref)
     assert all(ep["steps"] <= 4 for ep in cli["per_episode"])  # the run's max_episode_steps
 
 
@@ -94,6 +106,31 @@ def test_loader_reads_the_chosen_checkpoints_trained_weights(env_run):
     moved = [n for n in saved if not torch.equal(p1[n], fresh[n])]
     assert moved and any(not torch.equal(p1[n], p2[n]) for n in saved)
     assert not first.policy.model.training
+    payload = torch.load(first.checkpoint / "state.pt", weights_only=False)
+    assert "value_head" in payload["modules"]  # a checkpoint with more than the policy
+
+
+def test_text_agent_run(tmp_path):
+    """text_ppo: the free-text agent is rebuilt with the run's style, token budget and
+    history, and plays the text-action environment (the game judges its commands)."""
+    run = tmp_path / "text"
+    run_training(load_config(data=TEXT_RUN), run_dir=run)
+    out = tmp_path / "t.json"
+    res = _cli(run, "--episodes", "2", "--no-progress", "--json", out)
+    assert res.exit_code == 0, res.output
+    cli = json.loads(out.read_text())
+    assert cli["agent"] == "text-action[deciplane/tiny]" and cli["episodes"] == 2
+    assert cli["checkpoint"] == "iter_000001"
+    trained = load_trained_policy(run, threads=1)
+    agent = eval_agent_for(trained)
+    assert (agent.agent.style, agent.agent.max_new_tokens, agent.agent.history) == \
+        ("action", 3, 1)
+    assert agent.env_kwargs == {"action_mode": "text"}
+    split, kwargs = run_env_kwargs(trained.config, "test")
+    ref = evaluate_agent(trained.config.env.id, agent, split=split, episodes=2,
+                         env_kwargs=kwargs, progress=False).to_dict()
+    assert _strip(cli) == _strip(ref)
+    assert all(ep["steps"] <= 2 for ep in cli["per_episode"])
 
 
 def test_cli_picks_an_older_checkpoint(env_run, tmp_path):
