@@ -287,6 +287,20 @@ def test_gae_resume_matches_uninterrupted_run(gae_run, tmp_path):
     assert _records(part) == _records(run_dir)
 
 
+def test_gae_with_bc_warm_start_and_cord_distillation(tmp_path):
+    """The value head also trains when the task gradient goes through CORD's full-batch
+    buffers (its teacher gradient is zero) and after a behaviour-cloning warm start."""
+    data = dict(GAE_RUN, iterations=1, distill={"enabled": True, "lam": 0.5},
+                bc={"episodes": 1, "epochs": 1})
+    summary, algo, _, head0 = _run(data, tmp_path / "run")
+    rec = _records(tmp_path / "run")[-1]
+    assert {"cord/cosine", "loss/distill", "loss/value"} <= set(rec)
+    assert math.isfinite(rec["loss/value"]) and summary["optimizer_steps"] == 2
+    assert summary["warm_start"]["decisions"] > 0
+    head = algo.critic.head.state_dict()
+    assert any(not torch.equal(head[k], head0[k]) for k in head)
+
+
 # ---------------------------------------------------------------------------------------
 # config
 # ---------------------------------------------------------------------------------------
