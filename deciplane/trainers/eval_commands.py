@@ -166,7 +166,7 @@ def evaluate_cmd(
                                                       help="KEY=VALUE for the agent factory"),
     env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-e",
                                                     help="KEY=VALUE passed to gym.make"),
-    threads: Optional[int] = typer.Option(None, help="with RUN_DIR: torch threads (default: "
+    threads: Optional[int] = typer.Option(None, help="torch threads (with RUN_DIR default: "
                                                      "the run's model.threads)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
     progress: bool = typer.Option(True, help="show a progress bar"),
@@ -192,6 +192,10 @@ def evaluate_cmd(
     opts = parse_options(agent_option)
     if model is not None:
         opts["model"] = model
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     with _friendly_errors():
         the_agent = make_agent(agent or "expert", seed=seed, **opts)
         kwargs = _env_kwargs(None, games, env_option)
@@ -251,6 +255,14 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
     console.print(f"run {report.run_dir} · checkpoint [bold]{report.checkpoint}[/bold] · "
                   f"split fingerprint [bold]{report.split_fingerprint}[/bold]",
                   highlight=False)
+    then = run_eval.recorded_fingerprint(run_dir, report.split)
+    same_benchmark = getattr(report, "benchmark", None) in (None, getattr(report, "trained_on",
+                                                                          None))
+    if then and same_benchmark and then != report.split_fingerprint:
+        console.print(f"[yellow]note:[/yellow] at training time the run's summary.json recorded "
+                      f"fingerprint {then} for split {report.split}; the split (or its "
+                      "generator version) has changed since: the summary's numbers are not "
+                      "directly comparable", highlight=False)
     _write_json(report, json_out)
 
 

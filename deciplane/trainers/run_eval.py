@@ -305,6 +305,19 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
         per_task=per_task)
 
 
+def recorded_fingerprint(run_dir: str | Path, split: str | None) -> str | None:
+    """The split fingerprint the run's ``summary.json`` recorded for ``split`` at training
+    time (``None`` when the run has no summary or did not evaluate that split)."""
+    f = Path(run_dir) / "summary.json"
+    if split is None or not f.is_file():
+        return None
+    try:
+        fps = json.loads(f.read_text()).get("split_fingerprints") or {}
+    except (OSError, ValueError):
+        return None
+    return fps.get(split)
+
+
 def write_report(report: Any, path: str | Path) -> Path:
     """Write a report's ``to_dict()`` as JSON (parent folders created)."""
     out = Path(path)

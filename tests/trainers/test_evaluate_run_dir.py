@@ -140,6 +140,19 @@ def test_cli_picks_an_older_checkpoint(env_run, tmp_path):
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
     assert rep["checkpoint"] == "iter_000001" and rep["episodes"] == 2
+    assert "note:" not in res.text  # the split is the one the run was evaluated on
+
+
+def test_a_changed_split_is_flagged(env_run, tmp_path):
+    """summary.json recorded another fingerprint for the split: the CLI says so."""
+    run, summary = env_run
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved)
+    summary = dict(summary, split_fingerprints={"test": "0123456789abcdef"})
+    (moved / "summary.json").write_text(json.dumps(summary))
+    res = _cli(moved, "--episodes", "1", "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert "recorded fingerprint 0123456789abcdef for split test" in res.text
 
 
 def test_errors_say_what_to_do(env_run, tmp_path):
