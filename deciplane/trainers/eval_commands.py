@@ -4,6 +4,10 @@
 :data:`deciplane.trainers.evaluate.AGENT_FACTORIES`: a module that registers a factory
 (``register_agent("menu", factory)``) gets ``--agent menu`` here with ``--model`` and
 ``--agent-option k=v`` passed to the factory.
+
+``evaluate RUN_DIR`` scores a trained run's checkpoint instead (the agent, model and
+environment or benchmark come from the run's ``config.yaml``; see
+:mod:`deciplane.trainers.run_eval`).
 """
 
 from __future__ import annotations
@@ -144,8 +148,9 @@ def _ask(info: dict[str, Any]) -> int | str | None:
 
 def evaluate_cmd(
     run_dir: Optional[Path] = typer.Argument(
-        None, help="a `deciplane train --run-dir` folder: score its checkpoint (the agent, "
-                   "model and environment come from the run's config.yaml)"),
+        None, metavar="RUN_DIR",
+        help="a `deciplane train --run-dir` folder: score its checkpoint (the agent, model "
+             "and environment come from the run's config.yaml)"),
     checkpoint: str = typer.Option("latest", help="with RUN_DIR: latest | iter_N"),
     benchmark: Optional[str] = typer.Option(
         None, help="with RUN_DIR of a single-turn run (math_grpo): benchmark to answer "

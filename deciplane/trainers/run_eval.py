@@ -214,8 +214,8 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
     config = read_run_config(run_dir) if trained is None else trained.config
     if config.algorithm not in ENV_ALGORITHMS:
         raise ConfigError(f"{run_dir} is a single-turn run ({config.algorithm}), not an "
-                          f"environment run; score it with `deciplane evaluate {run_dir} --benchmark "
-                          f"{getattr(config, 'benchmark', 'NAME')}`")
+                          f"environment run; score it with `deciplane evaluate {run_dir} "
+                          f"--benchmark {getattr(config, 'benchmark', 'NAME')}`")
     if trained is None:
         trained = load_trained_policy(run_dir, checkpoint, threads=threads)
     agent = eval_agent_for(trained, seed=seed)
@@ -317,10 +317,3 @@ def recorded_fingerprint(run_dir: str | Path, split: str | None) -> str | None:
         return None
     return fps.get(split)
 
-
-def write_report(report: Any, path: str | Path) -> Path:
-    """Write a report's ``to_dict()`` as JSON (parent folders created)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report.to_dict(), indent=2))
-    return out
