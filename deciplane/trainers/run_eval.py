@@ -316,4 +316,3 @@ def recorded_fingerprint(run_dir: str | Path, split: str | None) -> str | None:
     except (OSError, ValueError):
         return None
     return fps.get(split)
-
