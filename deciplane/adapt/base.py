@@ -63,20 +63,20 @@ class AdaptConfig:
     """Sampling temperature of the votes / training samples (also divides the logits in the loss); 0.7 is where SmolLM2-135M's maj@8 clearly beats its pass@1 (DESIGN.md)."""
     top_p: float = 1.0
     """Nucleus sampling threshold."""
-    prompts_per_step: int = 8
-    """Prompts per optimizer step."""
+    prompts_per_step: int = 4
+    """Prompts per optimizer step (CPU default 4: with max_steps=12 the adapter draws 12 x 4 x votes samples, and the equal-budget majority baseline as many again)."""
     epochs: int = 1
     """Passes over the task list (the order is shuffled per epoch with the seed)."""
     max_steps: int | None = 12
-    """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step)). The default 12 x 8 prompts trains on about half of a 200-task split (every task is still answered) so that a run fits ~15 min on 2 CPU cores; the README's measured runs use 25 (one full pass)."""
+    """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step)). The CPU default 12 x 4 prompts trains on 48 prompts of a 200-task split (every task is still answered) so that a run with its baselines fits ~15 min on 2 CPU cores; `--set max_steps=null prompts_per_step=8` trains one full pass."""
     micro_batch_size: int = 8
     """Sequences per forward pass during updates."""
     final_answer: Literal["greedy", "majority"] = "greedy"
     """How the adapted policy answers: one greedy response, or a majority vote over `final_votes` samples."""
     final_votes: int = 8
     """Samples per task for final_answer=majority."""
-    checkpoints: int = 1
-    """Intermediate greedy answer sets recorded for the accuracy-vs-steps curve (scored after the run; not counted in the budget)."""
+    checkpoints: int = 0
+    """Intermediate greedy answer sets recorded for the accuracy-vs-steps curve (scored after the run; not counted in the adapter's budget). Each costs one greedy answer per task (200 on arith-shift), so the CPU default is 0: the curve is then before -> after."""
     answer_batch: int = 32
     """Prompts per generation call when answering."""
     system_prompt: str | None = None

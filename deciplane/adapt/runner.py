@@ -68,14 +68,29 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
     return cls.paper(**values) if paper else cls(**values)
 
 
-def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, seed: int,
-                  votes: int, config: AdaptConfig) -> str:
+def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, seed: int | None,
+                  votes: int | None, config: AdaptConfig) -> str:
+    """Cache key of baseline answers; greedy answers pass ``seed=votes=None`` (they depend
+    on neither, so every seed and budget shares them)."""
     import hashlib
 
     blob = json.dumps([model, benchmark, split, limit, seed, votes, config.max_new_tokens,
                        config.temperature, config.top_p, config.system_prompt,
                        config.instruction, config.answer_batch], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _cached_baseline(cache_dir: Path | None, name: str, key: str,
+                     compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """``compute()``'s result, kept in ``cache_dir/baselines-{name}-{key}.json`` (answers and
+    their budget only, never gold); returns ``(result, came_from_cache)``."""
+    f = None if cache_dir is None else Path(cache_dir) / f"baselines-{name}-{key}.json"
+    if f is not None and f.is_file():
+        return json.loads(f.read_text()), True
+    result = compute()
+    if f is not None:
+        atomic_write_json(f, result)
+    return result, False
 
 
 def _score_dict(report) -> dict[str, Any]:
@@ -126,36 +141,40 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         greedy: dict[str, str] = {}
         maj: dict[str, str] = {}
         maj_samples: dict[str, list[str | None]] = {}
-        cache_file = None
-        if baselines and baseline_cache is not None:
-            key = _baseline_key(model, benchmark, split, limit, seed, votes_eq, config)
-            cache_file = Path(baseline_cache) / f"baselines-{key}.json"
-        if cache_file is not None and cache_file.is_file():
-            cached = json.loads(cache_file.read_text())
-            greedy, maj, maj_samples = cached["greedy"], cached["majority"], cached["samples"]
-            base_budget = Budget(**{k: v for k, v in cached["budget"].items()})
-            report("baselines (cached)", 1, 1, {})
-        elif baselines:
-            with base_budget.clock():
-                prompts = [adapter.format(t) for t in tasks]
-                report("baseline: greedy", 0, 1, {})
-                texts = generate_texts(policy, prompts, max_new_tokens=config.max_new_tokens,
-                                       greedy=True, budget=base_budget,
-                                       prompts_per_batch=config.answer_batch)
-                greedy = {t.id: a or "" for t, a in zip(tasks, extract(texts))}
-                report("baseline: greedy", 1, 1, {})
-                report("baseline: majority vote", 0, 1, {})
-                answers_m, per = majority_answers(
-                    policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
-                    temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
-                    budget=base_budget, prompts_per_batch=max(1, config.answer_batch // votes_eq))
-                maj = {t.id: a for t, a in zip(tasks, answers_m)}
-                maj_samples = {t.id: p for t, p in zip(tasks, per)}
-                report("baseline: majority vote", 1, 1, {})
-            if cache_file is not None:
-                atomic_write_json(cache_file, {"greedy": greedy, "majority": maj,
-                                               "samples": maj_samples,
-                                               "budget": base_budget.as_dict()})
+        if baselines:
+            prompts = [adapter.format(t) for t in tasks]
+
+            def greedy_answers() -> dict[str, Any]:
+                b = Budget()
+                with b.clock():
+                    texts = generate_texts(policy, prompts, max_new_tokens=config.max_new_tokens,
+                                           greedy=True, budget=b,
+                                           prompts_per_batch=config.answer_batch)
+                return {"answers": {t.id: a or "" for t, a in zip(tasks, extract(texts))},
+                        "budget": b.as_dict()}
+
+            def majority_baseline() -> dict[str, Any]:
+                b = Budget()
+                with b.clock():
+                    answers_m, per = majority_answers(
+                        policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
+                        temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
+                        budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
+                return {"answers": {t.id: a for t, a in zip(tasks, answers_m)},
+                        "samples": {t.id: p for t, p in zip(tasks, per)}, "budget": b.as_dict()}
+
+            for name, compute in (("greedy", greedy_answers), ("majority vote", majority_baseline)):
+                report(f"baseline: {name}", 0, 1, {})
+                key = _baseline_key(model, benchmark, split, limit,
+                                    None if name == "greedy" else seed,
+                                    None if name == "greedy" else votes_eq, config)
+                result, cached = _cached_baseline(baseline_cache, name.split()[0], key, compute)
+                base_budget += Budget(**result["budget"])
+                if name == "greedy":
+                    greedy = result["answers"]
+                else:
+                    maj, maj_samples = result["answers"], result["samples"]
+                report(f"baseline: {name}" + (" (cached)" if cached else ""), 1, 1, {})
 
         # ---- adaptation: prompts only -------------------------------------------------
         answers = adapter.run(tasks)

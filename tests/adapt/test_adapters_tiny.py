@@ -41,6 +41,7 @@ def test_tiny_run_updates_lora_and_counts(cls, cfg_cls, tasks, tiny_settings):
     if cls is TTRL:   # KL on: every trained sequence has one reference + one training forward
         assert b.forward_tokens == 2 * b.backward_tokens
     # checkpoint answers went to the eval budget, the final set is recorded last
+    assert len(ad.records.checkpoints) == 2          # checkpoints=1: one intermediate + the final
     assert ad.eval_budget.samples == len(tasks) * len(ad.records.checkpoints[:-1])
     assert ad.records.checkpoints[-1] == (b.optimizer_steps, answers)
 

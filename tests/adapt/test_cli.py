@@ -42,7 +42,8 @@ def test_adapt_ttrl_then_ttpo_write_summaries(tmp_path):
         assert "accuracy" in res.output
         assert s["cpu_time_s"] > 0 and len(s["load_average_at_end"]) == 3
         assert "adapt 2/2" in res.output        # not a terminal: one log line per event
-    assert len(list(cache.glob("baselines-*.json"))) == 1      # ttpo reused ttrl's baselines
+    assert sorted(p.name.split("-")[1] for p in cache.glob("baselines-*.json")) == ["greedy", "majority"]
+    assert "baseline: majority vote (cached) 1/1" in res.output     # ttpo reused ttrl's baselines
 
 
 def test_adapt_rejects_unknown_options(tmp_path):
