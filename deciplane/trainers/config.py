@@ -86,7 +86,7 @@ class OptimConfig:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     """AdamW betas."""
     max_grad_norm: float = 1.0
-    """Global gradient-norm clip applied before every optimizer step (0 = off)."""
+    """Gradient-norm clip applied before every optimizer step (0 = off): over all the policy's trainable weights, and separately over each extra module (a value head)."""
     epochs: int = 2
     """Passes over each rollout batch (PPO epochs)."""
     minibatches: int = 1
@@ -227,7 +227,7 @@ class RLiDPPOConfig(TrainConfig):
     value_clip: float | None = 0.2
     """advantage=gae: clipped value loss, the value may move at most this far from its rollout estimate per update (null = plain squared error)."""
     value_lr: float | None = None
-    """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr)."""
+    """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr); an Adam step moves V by up to ~0.6-0.8 x value_lr x hidden size (the head reads RMS-normalised features): 5e-4 suits SmolLM2 (hidden 576), ~5e-3 deciplane/tiny (64)."""
     value_detach_trunk: bool = False
     """advantage=gae: true = the value loss trains only the value head; false = its gradient also reaches the policy's trainable weights (shared trunk)."""
     gae_normalize: bool = True

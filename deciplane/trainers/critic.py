@@ -40,8 +40,12 @@ from deciplane.types import Decision, Trajectory
 
 
 class ValueHead(nn.Module):
-    """``V(s) = w . h(s) + b`` on a hidden state ``h(s)`` of size ``hidden_size``.
+    """``V(s) = w . rms(h(s)) + b`` on a hidden state ``h(s)`` of size ``hidden_size``.
 
+    ``rms(h) = h / sqrt(mean(h^2) + 1e-6)`` (no parameters): unit-RMS features whatever
+    the model's final-norm scale (measured at the menu cue: RMS ~1.8 with entries up to ~19
+    for SmolLM2-135M, ~1.0 for deciplane/tiny). An Adam step of size ``lr`` then moves
+    ``V`` by at most about ``lr * ||rms(h)||_1`` (~0.6 H for SmolLM2, ~0.8 H for tiny).
     Initialised to zero (``V = 0`` everywhere before training, independent of the seed),
     computed in float32 whatever the policy's dtype.
     """
@@ -56,7 +60,9 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """``(N, H) -> (N,)``."""
-        return self.linear(hidden.float()).squeeze(-1)                            # (N,)
+        h = hidden.float()                                                        # (N, H)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)               # (N, H)
+        return self.linear(h).squeeze(-1)                                         # (N,)
 
 
 class LastHidden:

@@ -162,7 +162,7 @@ class Trainer:
                               "or lora")
         o = config.optim
         extra = algorithm.trainable_modules()  # e.g. a value head: own group, same AdamW
-        self.modules = {k: m for k, (m, _) in extra.items()}
+        self.modules = {k: m for k, (m, _) in extra.items()}  # (dict order = group order)
         groups = [{"params": list(self.params)}] + [
             {"params": list(m.parameters()), "lr": o.lr if lr is None else lr}
             for m, lr in extra.values()]
@@ -333,9 +333,15 @@ class Trainer:
             g, cm = combine_gradients(bufs.task, bufs.teacher, dcfg)
             sums.update(cm)
             bufs.write_grads(g)
-        gn = torch.nn.utils.clip_grad_norm_(self.params, o.max_grad_norm
-                                            if o.max_grad_norm > 0 else float("inf"))
-        sums["optim/grad_norm"] = float(gn)
+        # clipped per parameter group: the policy's, then each extra module's (a value
+        # head's gradient must not shrink the policy's step under a shared clip)
+        limit = o.max_grad_norm if o.max_grad_norm > 0 else float("inf")
+        names = ["policy", *self.modules]
+        norms = [torch.nn.utils.clip_grad_norm_(g["params"], limit)
+                 for g in self.optimizer.param_groups]
+        for name, norm in zip(names, norms):
+            sums["optim/grad_norm" + ("" if name == "policy" else "_" + name)] = float(norm)
+        gn = torch.stack([n.float() for n in norms]).sum()
         if not torch.isfinite(gn):
             zero_grad(self.params)
             self.counters.skipped_steps += 1

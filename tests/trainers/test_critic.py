@@ -157,6 +157,17 @@ def test_value_head_fits_fixed_returns(lora_policy, detach):
     assert losses[-1] < losses[40] < losses[10], losses[::10]
 
 
+def test_value_head_reads_rms_normalised_features():
+    head = ValueHead(4)
+    with torch.no_grad():
+        head.linear.weight.copy_(torch.tensor([[1.0, -1.0, 0.5, 0.0]]))
+    h = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, 0.5, -0.5, 0.1]])
+    rms = h.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+    want = (h / rms) @ torch.tensor([1.0, -1.0, 0.5, 0.0])
+    assert head(h).tolist() == pytest.approx(want.tolist(), rel=1e-5)
+    assert head(20 * h).tolist() == pytest.approx(head(h).tolist(), rel=1e-5)  # scale-free
+
+
 def test_value_head_shape_errors():
     with pytest.raises(ConfigError, match="> 0"):
         ValueHead(0)
@@ -248,7 +259,8 @@ def test_gae_run_finite_and_head_trained(gae_run):
             if isinstance(v, float) and k != "critic/explained_variance":
                 assert math.isfinite(v), (k, v)
         assert {"loss/value", "loss/policy", "critic/value_mean",
-                "critic/explained_variance"} <= set(r)
+                "critic/explained_variance", "optim/grad_norm",
+                "optim/grad_norm_value_head"} <= set(r)  # clipped separately
     assert summary["optimizer_steps"] == 4 and summary["skipped_steps"] == 0
     assert recs[0]["critic/value_mean"] == 0.0          # the zero-initialised head
     assert recs[1]["critic/value_mean"] != 0.0          # ... has been trained
