@@ -348,7 +348,11 @@ class InstructionTimer(Timer):
                               _tool_identity(self.valgrind),
                               _valgrind_version(self.valgrind),
                               _tool_identity(str(getattr(sandbox, "python", ""))),
-                              str(self.memory_mb), str(self.max_procs))
+                              str(self.memory_mb), str(self.max_procs),
+                              # with or without a per-run cgroup the program starts under
+                              # other rlimits and another pid 1, which shifts start-up
+                              # counts by ~100 instructions: never mix the two in a cache
+                              f"cgroups={getattr(self.sandbox, '_cgroups', None)}")
 
     def _cache_key(self, code: str, stdin: str) -> str:
         return _key(code, stdin, self._identity)
