@@ -90,8 +90,13 @@ def test_reference_against_itself_gets_zero_with_both_timers(sandbox, cpu, instr
     ev = evaluate(task, task.reference, sandbox, instructions, reward="percentile")
     assert ev.verdict == "accepted" and ev.reward == 0.0 and ev.speedup == 1.0, ev.info()
     assert ev.percentile == 0.0
-    # cpu: a slowdown or a speedup inside the noise band both give 0
-    ev = evaluate(task, task.reference, sandbox, CpuTimer(sandbox, repeats=3))
+    # cpu: a slowdown or a speedup inside the noise band both give 0. CPU time is noisy on
+    # a shared machine (a CI run once measured the reference 1.16x faster than itself with
+    # 3 repeats), so 5 repeats and one retry: a real bias would fail both attempts.
+    for attempt in range(2):
+        ev = evaluate(task, task.reference, sandbox, CpuTimer(sandbox, repeats=5))
+        if ev.reward == 0.0:
+            break
     assert ev.verdict == "accepted" and ev.reward == 0.0, ev.info()
     assert ev.speedup <= 1.0 and ev.info()["noise_band"] >= 0.01
 
