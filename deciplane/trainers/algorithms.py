@@ -272,42 +272,25 @@ class MenuPPO(Algorithm):
         c = self.config
         if c.bc.episodes <= 0:
             return None
-        from deciplane.trainers.rollout import collect_expert_episodes
-
         from deciplane.trainers.checkpoint import iteration_seed
 
         seed = iteration_seed(c.seed, -1, "bc")
-        trajs, stats = [], None
         self.policy.model.eval()
-        while len(trajs) < c.bc.episodes:  # in chunks of the rollout vector env's size
-            vec, seeds = self.suite.train_batch(seed + len(trajs), episodes="rollout")
-            with torch.no_grad():
-                part, st = collect_expert_episodes(self.agent, vec, seeds,
-                                                   c.env.max_episode_steps, seed + len(trajs))
-            trajs += part[:c.bc.episodes - len(trajs)]
-            stats = st if stats is None else stats.merge(st)
+        trajs, stats = collect_bc_episodes(self.suite, self.agent, c.bc.episodes,
+                                           c.env.max_episode_steps, seed)
         self.policy.model.train()
         decs = [t.decision for tr in trajs for t in tr.turns]
         targets = [t.expert_index for tr in trajs for t in tr.turns]
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        bc_opt = torch.optim.AdamW(params, lr=c.bc.lr)
-        gen = torch.Generator().manual_seed(seed)
-        losses = []
-        mbs = c.optim.micro_batch_size
-        for _ in range(c.bc.epochs):
-            perm = torch.randperm(len(decs), generator=gen).tolist()
-            for s in range(0, len(perm), mbs):
-                part = perm[s:s + mbs]
-                lp, _ = pad_menu_log_probs(self.agent.menu_log_probs([decs[i] for i in part]))
-                loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
-                loss = loss / max(n, 1)
-                bc_opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm or float("inf"))
-                bc_opt.step()
-                losses.append(float(loss.detach()))
-        for p in params:
-            p.grad = None
+
+        def loss_fn(part: list[int]) -> torch.Tensor:
+            lp, _ = pad_menu_log_probs(self.agent.menu_log_probs([decs[i] for i in part]))
+            loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
+            return loss / max(n, 1)
+
+        losses = run_bc_epochs(len(decs), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
+                               micro_batch_size=c.optim.micro_batch_size,
+                               max_grad_norm=c.optim.max_grad_norm, seed=seed)
         return {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
                 "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
                 "final_loss": losses[-1] if losses else None}
