@@ -163,18 +163,20 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                 return {"answers": {t.id: a for t, a in zip(tasks, answers_m)},
                         "samples": {t.id: p for t, p in zip(tasks, per)}, "budget": b.as_dict()}
 
-            for name, compute in (("greedy", greedy_answers), ("majority vote", majority_baseline)):
-                report(f"baseline: {name}", 0, 1, {})
-                key = _baseline_key(model, benchmark, split, limit,
-                                    None if name == "greedy" else seed,
-                                    None if name == "greedy" else votes_eq, config)
-                result, cached = _cached_baseline(baseline_cache, name.split()[0], key, compute)
-                base_budget += Budget(**result["budget"])
-                if name == "greedy":
-                    greedy = result["answers"]
-                else:
-                    maj, maj_samples = result["answers"], result["samples"]
-                report(f"baseline: {name}" + (" (cached)" if cached else ""), 1, 1, {})
+            def baseline(label: str, cache_name: str, key: str, compute) -> dict[str, Any]:
+                report(f"baseline: {label}", 0, 1, {})
+                result, cached = _cached_baseline(baseline_cache, cache_name, key, compute)
+                report(f"baseline: {label}" + (" (cached)" if cached else ""), 1, 1, {})
+                return result
+
+            # greedy answers depend on neither the seed nor the budget: every run shares them
+            g = baseline("greedy", "greedy", _baseline_key(
+                model, benchmark, split, limit, None, None, config), greedy_answers)
+            m = baseline("majority vote", "majority", _baseline_key(
+                model, benchmark, split, limit, seed, votes_eq, config), majority_baseline)
+            greedy, maj, maj_samples = g["answers"], m["answers"], m["samples"]
+            for r in (g, m):
+                base_budget += Budget(**r["budget"])
 
         # ---- adaptation: prompts only -------------------------------------------------
         answers = adapter.run(tasks)
