@@ -29,7 +29,7 @@ import numpy as np
 import textworld
 
 import deciplane  # noqa: F401  (registers the environments)
-from deciplane.envs.textworld_games import make_game_suite
+from deciplane.envs.textworld.games import make_game_suite
 
 
 def run_raw(envs: dict, paths: list[Path], steps: int, max_len: int, seed: int) -> int:
@@ -68,7 +68,7 @@ def check_same_trajectories(raw_envs: dict, env: gym.Env, paths: list[Path],
                             expert: bool) -> None:
     """Both sides must see the same text and menus for the same choices (else the
     comparison would be meaningless)."""
-    from deciplane.envs.textworld_env import strip_banner
+    from deciplane.envs.textworld.env import strip_banner
 
     for i, path in enumerate(paths):
         rng_raw, rng_dp = np.random.default_rng(i), np.random.default_rng(i)

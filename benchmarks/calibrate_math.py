@@ -3,7 +3,7 @@ pass@1 and majority vote (maj@N) per benchmark, all scored by the held-out score
 
     .venv/bin/python benchmarks/calibrate_math.py --n 32 --samples 8
 
-Answers are extracted by the TTRL rules (``deciplane.envs.answers.extract_answer``:
+Answers are extracted by the TTRL rules (``deciplane.envs.math.answers.extract_answer``:
 boxed > "the answer is" > last number); the vote clusters equivalent answers.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
-from deciplane.envs.answers import extract_answer, majority_vote
+from deciplane.envs.math.answers import extract_answer, majority_vote
 
 
 

@@ -3,9 +3,13 @@
 ``import deciplane`` registers the environments under the ``deciplane/`` namespace.
 """
 
-from deciplane import envs as envs  # noqa: F401  (registers environments)
-from deciplane.errors import DeciplaneError
-from deciplane.types import Decision, GroupBatch, Menu, Trajectory, Turn, UnlabeledTask
+from deciplane import _moved
+
+_moved.install()  # old module paths of 0.1 keep importing, with a DeprecationWarning
+
+from deciplane import envs as envs  # noqa: E402,F401  (registers environments)
+from deciplane.errors import DeciplaneError  # noqa: E402
+from deciplane.types import Decision, GroupBatch, Menu, Trajectory, Turn, UnlabeledTask  # noqa: E402
 
 __version__ = "0.1.0"
 

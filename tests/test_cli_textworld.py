@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 import deciplane  # noqa: F401
 from deciplane.cli import app
-from deciplane.envs.textworld_games import make_game_suite
-from deciplane.trainers.eval_commands import menu_label, parse_choice, parse_options
+from deciplane.envs.textworld.games import make_game_suite
+from deciplane.cli.evaluate import menu_label, parse_choice, parse_options
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 runner = CliRunner()

@@ -185,15 +185,15 @@ class AdaptRecords:
 
 def extract(texts: Sequence[str]) -> list[str | None]:
     """Answers by the allowed rules only (boxed > "the answer is" > last number)."""
-    from deciplane.envs.answers import extract_answer
+    from deciplane.envs.math.answers import extract_answer
 
     return [extract_answer(t) for t in texts]
 
 
 def vote(answers: Sequence[str | None]):
-    """Majority over predictions only (:func:`deciplane.envs.answers.majority_vote`):
+    """Majority over predictions only (:func:`deciplane.envs.math.answers.majority_vote`):
     None/empty dropped first, equivalence clusters, deterministic ties."""
-    from deciplane.envs.answers import majority_vote
+    from deciplane.envs.math.answers import majority_vote
 
     return majority_vote(list(answers))
 

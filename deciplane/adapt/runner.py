@@ -44,7 +44,7 @@ DEFAULT_MODEL = "deciplane/smollm2-135m-instruct"
 def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = None) -> AdaptConfig:
     """The adapter's config from ``key=value`` strings (values parsed as YAML and coerced
     to the field's type). ``preset=paper`` starts from the paper's values."""
-    from deciplane.trainers.config import coerce, parse_override
+    from deciplane.config import coerce, parse_override
 
     if method not in ADAPTERS:
         raise ConfigError(f"unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")

@@ -1,6 +1,6 @@
 """Model-backed agents for the evaluator: ``deciplane evaluate --agent menu|text --model MODEL``.
 
-The evaluator (:mod:`deciplane.trainers.evaluate`) drives anything with
+The evaluator (:mod:`deciplane.evaluation.evaluate`) drives anything with
 ``act_batch(observations, infos) -> actions``. :class:`MenuEvalAgent` returns menu indices;
 :class:`TextEvalAgent` returns command strings and plays the environment in
 ``action_mode="text"``, so the game itself answers (and counts) an invalid command.
@@ -8,7 +8,7 @@ The evaluator (:mod:`deciplane.trainers.evaluate`) drives anything with
 Both keep a short per-episode history (what was seen and done), matched to the batch
 rows through ``info["game_name"]`` / ``info["moves"]``, so that they work with any number
 of lockstep environments. :data:`EVAL_AGENT_FACTORIES` maps agent names to factories
-``factory(seed=..., model=..., **options)``; ``deciplane.trainers.evaluate.AGENT_FACTORIES``
+``factory(seed=..., model=..., **options)``; ``deciplane.evaluation.evaluate.AGENT_FACTORIES``
 includes them, so ``make_agent("menu", model=...)`` and ``deciplane evaluate --agent menu``
 both find them.
 This module imports torch only when an agent is built.

@@ -22,15 +22,15 @@ _REGISTRY: dict[str, str] = {}
 
 _BUILTIN = {
     "deciplane/TextWorld-v0": (
-        "deciplane.envs.textworld_env:TextWorldEnv",
+        "deciplane.envs.textworld.env:TextWorldEnv",
         "TextWorld games (tw-make presets or your .z8 files); legal actions as a menu",
     ),
     "deciplane/Math-v0": (
-        "deciplane.envs.math_env:MathEnv",
+        "deciplane.envs.math.env:MathEnv",
         "math word problems; action = answer text; reward from math-verify",
     ),
     "deciplane/CodeOpt-v0": (
-        "deciplane.envs.codeopt_env:CodeOptEnv",
+        "deciplane.envs.codeopt.env:CodeOptEnv",
         "optimise a program: correctness-gated, calibrated speedup reward (sandboxed)",
     ),
 }
@@ -99,14 +99,14 @@ _load_plugins()
 _LAZY = {
     "Sandbox": "deciplane.envs.sandbox",
     "SandboxResult": "deciplane.envs.sandbox",
-    "verify_math": "deciplane.envs.math_verify_safe",
+    "verify_math": "deciplane.envs.math.verify",
     "load_benchmark": "deciplane.envs.benchmarks",
     "list_benchmarks": "deciplane.envs.benchmarks",
-    "HeldOutScorer": "deciplane.envs.scorer",
-    "TextWorldEnv": "deciplane.envs.textworld_env",
-    "MathEnv": "deciplane.envs.math_env",
-    "CodeOptEnv": "deciplane.envs.codeopt_env",
-    "make_game_suite": "deciplane.envs.textworld_games",
+    "HeldOutScorer": "deciplane.envs.benchmarks.scorer",
+    "TextWorldEnv": "deciplane.envs.textworld.env",
+    "MathEnv": "deciplane.envs.math.env",
+    "CodeOptEnv": "deciplane.envs.codeopt.env",
+    "make_game_suite": "deciplane.envs.textworld.games",
 }
 
 

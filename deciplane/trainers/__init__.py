@@ -16,7 +16,7 @@ summary["eval"]["test"]["success_rate"]
   :mod:`~deciplane.trainers.single_turn`);
 * :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.envs` — grouped episodes
   over ``gymnasium.vector`` envs; :mod:`~deciplane.trainers.checkpoint`,
-  :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.trainers.report`.
+  :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.evaluation.report`.
 
 Heavy modules load lazily: importing this package costs nothing until a name is used.
 """
@@ -34,7 +34,7 @@ _LAZY = {
     "run_training": "deciplane.trainers.trainer",
     "Trainer": "deciplane.trainers.trainer",
     "Algorithm": "deciplane.trainers.trainer",
-    "write_report": "deciplane.trainers.report",
+    "write_report": "deciplane.evaluation.report",
 }
 
 

@@ -8,7 +8,7 @@ from deciplane.agents import MenuAgent, TextAgent
 from deciplane.agents.evaluation import (EVAL_AGENT_FACTORIES, MenuEvalAgent, TextEvalAgent, _Histories,
                                          menu_factory)
 from deciplane.errors import ConfigError
-from deciplane.trainers.evaluate import evaluate_agent
+from deciplane.evaluation.evaluate import evaluate_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 ENV_ID = "deciplane/TextWorld-v0"

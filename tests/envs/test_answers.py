@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from deciplane.envs.answers import (answers_equivalent, cluster_answers, extract_answer,
+from deciplane.envs.math.answers import (answers_equivalent, cluster_answers, extract_answer,
                                     last_boxed, majority_vote, normalize_answer)
 from deciplane.errors import InvalidAnswer
 
@@ -108,6 +108,6 @@ def test_majority_vote_with_no_valid_answer():
     (None, None),
 ])
 def test_answer_for_grading(text, expected):
-    from deciplane.envs.answers import answer_for_grading
+    from deciplane.envs.math.answers import answer_for_grading
 
     assert answer_for_grading(text) == expected

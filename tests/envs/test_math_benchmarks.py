@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from deciplane.cli import app
 from deciplane.envs import list_benchmarks, load_benchmark
-from deciplane.envs.arith import SPECS, generate_splits, make_problem
+from deciplane.envs.benchmarks.arith import SPECS, generate_splits, make_problem
 from deciplane.envs.benchmarks import load_labeled
 from deciplane.errors import UnknownBenchmark
 

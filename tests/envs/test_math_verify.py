@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from deciplane.envs import verify_math
-from deciplane.envs.math_verify_safe import _pool, verify_many
+from deciplane.envs.math.verify import _pool, verify_many
 from deciplane.errors import InvalidAnswer
 
 # (prediction, gold, equivalent?)

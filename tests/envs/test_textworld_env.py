@@ -15,7 +15,7 @@ from gymnasium.utils.env_checker import check_env
 
 import deciplane
 from deciplane.envs import textworld_games as tg
-from deciplane.envs.textworld_env import (TextWorldEnv, clean_observation, normalize_command,
+from deciplane.envs.textworld.env import (TextWorldEnv, clean_observation, normalize_command,
                                           strip_banner)
 from deciplane.errors import ConfigError, GameError, InvalidAction, UnknownPreset
 
@@ -314,7 +314,7 @@ def test_corrupt_cache_entry_is_regenerated_identically(suites):
 
 _GEN = """
 import json, sys
-from deciplane.envs.textworld_games import make_game_suite
+from deciplane.envs.textworld.games import make_game_suite
 s = make_game_suite("tw-treasure_hunter", sys.argv[1], 1, level=1)
 print(json.dumps({"fp": s.fingerprint, "sha": s.manifest["games"][0]["sha256"]}))
 """

@@ -12,7 +12,7 @@ import torch
 from deciplane.errors import CheckpointError
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.logger import RunLogger, read_metrics
-from deciplane.trainers.report import ReportError, write_report
+from deciplane.evaluation.report import ReportError, write_report
 
 
 def _model():

@@ -1,4 +1,4 @@
-"""``deciplane doctor``: what can contain untrusted code on this machine, and why not."""
+"""What can contain untrusted code on this machine, and why not (shown by ``deciplane doctor``)."""
 
 from __future__ import annotations
 
@@ -44,35 +44,3 @@ def doctor_report() -> dict:
     report["docker_host"] = (os.environ.get("DECIPLANE_DOCKER_HOST")
                              or os.environ.get("DOCKER_HOST") or "(default socket)")
     return report
-
-
-def register(app) -> None:  # noqa: ANN001 - a typer.Typer
-    import typer
-    from rich.console import Console
-    from rich.table import Table
-
-    @app.command("doctor")
-    def doctor_cmd() -> None:
-        """Which sandbox backends work here (and why not), what `auto` picks, valgrind."""
-        console = Console()
-        rep = doctor_report()
-        table = Table(title="sandbox backends", show_lines=False)
-        table.add_column("backend")
-        table.add_column("available")
-        table.add_column("details / how to fix")
-        for name, (ok, why) in rep["backends"].items():
-            table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", why)
-        console.print(table)
-        if rep["auto"]:
-            console.print(f"auto -> [bold]{rep['auto']}[/]")
-        else:
-            console.print(f"auto -> [red]none[/]: {rep['auto_error']}")
-        ok, why = rep["cgroups"]
-        console.print(f"per-run cgroups: {'yes' if ok else 'no'} ({why})")
-        console.print(f"sandbox python: {rep['python']}")
-        console.print(f"scratch dirs under: {rep['scratch']}")
-        console.print(f"docker engine: {rep['docker_host']}")
-        ok, why = rep["valgrind"]
-        console.print(f"valgrind: {'yes' if ok else 'no'} ({why})")
-        if not rep["auto"]:
-            raise typer.Exit(1)

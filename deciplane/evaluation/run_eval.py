@@ -13,7 +13,7 @@ Two ways to score it:
 * :func:`evaluate_run` — environment runs (``rlid_ppo``: the menu agent, ``text_ppo``: the
   free-text agent), rebuilt with the run's agent settings (history, style, tokens) and
   played greedily on the run's environment (id, kwargs, ``max_episode_steps``) through
-  :func:`deciplane.trainers.evaluate.evaluate_agent`;
+  :func:`deciplane.evaluation.evaluate.evaluate_agent`;
 * :func:`evaluate_run_benchmark` — single-turn runs (``math_grpo``): greedy answers to a
   benchmark split, with the prompt and token budget of the run's own evaluation, scored
   by the held-out scorer (:func:`deciplane.envs.load_benchmark`).
@@ -205,11 +205,11 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
                  env_overrides: dict[str, Any] | None = None, threads: int | None = None,
                  progress: bool = False, trained: TrainedPolicy | None = None) -> Any:
     """Evaluate an environment run's checkpoint on ``split``; returns an
-    :class:`~deciplane.trainers.evaluate.EvalReport` with ``run_dir`` and ``checkpoint``
+    :class:`~deciplane.evaluation.evaluate.EvalReport` with ``run_dir`` and ``checkpoint``
     set. ``episodes`` defaults to every game of the split once (else 20 seeds);
     ``env_overrides`` replace keys of the run's ``env.kwargs`` (e.g. another games preset).
     Pass ``trained`` to reuse an already loaded policy."""
-    from deciplane.trainers.evaluate import evaluate_agent
+    from deciplane.evaluation.evaluate import evaluate_agent
 
     config = read_run_config(run_dir) if trained is None else trained.config
     if config.algorithm not in ENV_ALGORITHMS:

@@ -8,10 +8,10 @@ import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from deciplane.envs.answers import answer_for_grading
-from deciplane.envs.benchmarks import LabeledItem, load_labeled
-from deciplane.envs.math_verify_safe import DEFAULT_TIMEOUT_S, check_text, verify_math
-from deciplane.envs.text_space import ObservationText
+from deciplane.envs.math.answers import answer_for_grading
+from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
+from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_text, verify_math
+from deciplane.envs.spaces import ObservationText
 from deciplane.errors import InvalidAnswer
 
 MAX_ANSWER_CHARS = 8192
@@ -34,7 +34,7 @@ class MathEnv(gym.Env[str, str]):
         ``spaces.Text``: the answer text — a bare answer (``"12"``, ``"\\frac12"``), used
         as given, or a whole response, from which the answer is extracted by the allowed
         rules only (last ``\\boxed{}``, "the answer is ...", last number;
-        ``deciplane.envs.answers.answer_for_grading``).
+        ``deciplane.envs.math.answers.answer_for_grading``).
         A non-``str`` action or text that is not valid UTF-8 raises
         ``deciplane.errors.InvalidAnswer``.
 

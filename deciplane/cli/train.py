@@ -69,7 +69,7 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory of `dec
     from rich.console import Console
 
     from deciplane.errors import DeciplaneError
-    from deciplane.trainers.report import write_report
+    from deciplane.evaluation.report import write_report
 
     console = Console()
     try:

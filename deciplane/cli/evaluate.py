@@ -1,13 +1,13 @@
 """CLI: ``deciplane play``, ``deciplane evaluate`` and ``deciplane demo``.
 
 ``evaluate --agent NAME`` builds agents through
-:data:`deciplane.trainers.evaluate.AGENT_FACTORIES`: a module that registers a factory
+:data:`deciplane.evaluation.evaluate.AGENT_FACTORIES`: a module that registers a factory
 (``register_agent("menu", factory)``) gets ``--agent menu`` here with ``--model`` and
 ``--agent-option k=v`` passed to the factory.
 
 ``evaluate RUN_DIR`` scores a trained run's checkpoint instead (the agent, model and
 environment or benchmark come from the run's ``config.yaml``; see
-:mod:`deciplane.trainers.run_eval`).
+:mod:`deciplane.evaluation.run_eval`).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def evaluate_cmd(
         raise typer.BadParameter("--benchmark, --limit and --checkpoint score a trained run: "
                                  "pass its folder first (deciplane evaluate RUN_DIR "
                                  "--benchmark arith)")
-    from deciplane.trainers.evaluate import evaluate_agent, make_agent
+    from deciplane.evaluation.evaluate import evaluate_agent, make_agent
 
     opts = parse_options(agent_option)
     if model is not None:
@@ -232,7 +232,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
     """``deciplane evaluate RUN_DIR``: environment runs play ``split``; single-turn runs
     answer ``benchmark``. Prints the table, writes ``json_out``."""
     from deciplane.errors import ConfigError
-    from deciplane.trainers import run_eval
+    from deciplane.evaluation import run_eval
 
     config = run_eval.read_run_config(run_dir)
     split = split or "test"
@@ -279,7 +279,7 @@ def _write_json(report: Any, json_out: Optional[Path]) -> None:
 
 
 def benchmark_table(report: Any) -> Table:
-    """A rich table of a :class:`~deciplane.trainers.run_eval.BenchmarkEvalReport` (the
+    """A rich table of a :class:`~deciplane.evaluation.run_eval.BenchmarkEvalReport` (the
     benchmark, split and fingerprint in the title)."""
     table = Table("model", "checkpoint", "problems", "correct", "accuracy", "wall s",
                   title=f"{report.benchmark} · split {report.split} · fingerprint "
@@ -312,8 +312,8 @@ def demo_cmd(
 ) -> None:
     """Generate the embedded TextWorld suite, evaluate the expert and a random agent on
     its held-out test split, print a table and write a PNG bar chart."""
-    from deciplane.envs.textworld_games import make_game_suite
-    from deciplane.trainers.evaluate import (ExpertAgent, RandomAgent, evaluate_agent,
+    from deciplane.envs.textworld.games import make_game_suite
+    from deciplane.evaluation.evaluate import (ExpertAgent, RandomAgent, evaluate_agent,
                                              plot_success, success_by_family)
 
     env_id = "deciplane/TextWorld-v0"

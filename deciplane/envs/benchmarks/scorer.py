@@ -48,7 +48,7 @@ from deciplane.errors import InvalidAnswer, ScorerError
 from deciplane.types import UnlabeledTask
 
 STARTUP_TIMEOUT_S = 300.0
-_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+_PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding deciplane/
 
 
 # ------------------------------------------------------------------------ reports --
@@ -141,13 +141,15 @@ class SampleReport:
 class _GoldBook:
     """The child's state: gold per task id, and a memo of verification results."""
 
-    def __init__(self, name: str, split: str, limit: int | None) -> None:
-        from deciplane.envs.benchmarks import load_labeled
+    def __init__(self, name: str, split: str, limit: int | None,
+                 params: dict[str, Any] | None = None) -> None:
+        from deciplane.envs.benchmarks.data import load_judge, load_labeled, lookup
 
-        items, self.fingerprint = load_labeled(name, split, limit)
+        items, self.fingerprint = load_labeled(name, split, limit, **(params or {}))
         self.name, self.split = name, split
         self.order = [it.id for it in items]
-        self.gold = {it.id: it.gold for it in items}
+        self.gold = {it.id: it for it in items}
+        self._judge = load_judge(lookup(name))
         self.public = [(it.id, it.prompt, dict(it.meta)) for it in items]
         self.memo: dict[tuple[str, str], bool] = {}
 
@@ -160,11 +162,9 @@ class _GoldBook:
                 "load_benchmark for this split")
 
     def judge(self, pairs: Sequence[tuple[str, str | None]]) -> list[bool]:
-        from deciplane.envs.math_verify_safe import verify_many
-
         todo = [(tid, a) for tid, a in pairs if a is not None and (tid, a) not in self.memo]
         todo = list(dict.fromkeys(todo))
-        results = verify_many([(a, self.gold[tid]) for tid, a in todo])
+        results = self._judge([(a, self.gold[tid]) for tid, a in todo]) if todo else []
         self.memo.update(zip(todo, results))
         return [a is not None and self.memo[(tid, a)] for tid, a in pairs]
 
@@ -237,8 +237,8 @@ def _child_main(req_fd: int, resp_fd: int, ppid: int) -> None:
     threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
     req, resp = Connection(req_fd, writable=False), Connection(resp_fd, readable=False)
     try:
-        name, split, limit = req.recv()
-        book = _GoldBook(name, split, limit)
+        name, split, limit, params = req.recv()
+        book = _GoldBook(name, split, limit, params)
     except Exception as exc:
         resp.send(("error", f"{type(exc).__name__}: {exc}"))
         return
@@ -282,7 +282,7 @@ def _kill(proc: subprocess.Popen, conns: Sequence[Connection]) -> None:
 def _check_answers(answers: Any, what: str, allow_lists: bool = False) -> dict:
     """Validate a ``{task_id: answer}`` mapping in the caller (clear errors before
     anything crosses the pipe)."""
-    from deciplane.envs.math_verify_safe import check_text
+    from deciplane.envs.math.verify import check_text
 
     if not isinstance(answers, Mapping):
         raise InvalidAnswer(f"{what} must be a dict {{task_id: answer}}, got "
@@ -305,13 +305,15 @@ class HeldOutScorer:
     serialised). A context manager; :meth:`close` stops the child. See the module
     docstring for the threat model."""
 
-    def __init__(self, benchmark: str, split: str, limit: int | None = None) -> None:
+    def __init__(self, benchmark: str, split: str, limit: int | None = None,
+                 **params: Any) -> None:
         self.benchmark, self.split, self.limit = benchmark, split, limit
+        self.params = dict(params)
         self._lock = threading.RLock()
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         code = (f"import sys; sys.path.insert(0, {_PKG_ROOT!r}); "
-                "from deciplane.envs.scorer import _child_main; "
+                "from deciplane.envs.benchmarks.scorer import _child_main; "
                 f"_child_main({req_r}, {resp_w}, {os.getpid()})")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         try:
@@ -325,7 +327,7 @@ class HeldOutScorer:
         self._resp = Connection(resp_r, writable=False)
         self._finalizer = weakref.finalize(self, _kill, self._proc, (self._req, self._resp))
         try:
-            public, self.split_fingerprint = self._call_raw((benchmark, split, limit),
+            public, self.split_fingerprint = self._call_raw((benchmark, split, limit, self.params),
                                                             STARTUP_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -421,7 +423,7 @@ class HeldOutScorer:
         """Agreement of per-sample pseudo-rewards with the true rewards:
         ``{task_id: [(answer, pseudo_reward), ...]}``."""
         checked = _check_answers(samples, "samples", allow_lists=True)
-        from deciplane.envs.math_verify_safe import check_text
+        from deciplane.envs.math.verify import check_text
         for tid, lst in checked.items():
             checked[tid] = [(None if a is None else check_text(a, f"answer for {tid!r}"),
                              float(r)) for a, r in lst]
@@ -433,7 +435,7 @@ class HeldOutScorer:
         """Per-task fraction of right samples (sampled pass@1) and pass@any:
         ``{task_id: [answer, ...]}``."""
         checked = _check_answers(samples, "samples", allow_lists=True)
-        from deciplane.envs.math_verify_safe import check_text
+        from deciplane.envs.math.verify import check_text
         for tid, lst in checked.items():
             checked[tid] = [None if a is None else check_text(a, f"answer for {tid!r}")
                             for a in lst]

@@ -12,7 +12,7 @@ from gymnasium.error import ResetNeeded
 from deciplane.envs.codeopt.evaluate import REWARD_MODES, Evaluation, evaluate
 from deciplane.envs.codeopt.tasks import SPLITS, CodeOptTask, get_task, list_tasks
 from deciplane.envs.codeopt.timers import TIMERS, Timer, make_timer
-from deciplane.envs.text_space import ObservationText
+from deciplane.envs.spaces import ObservationText
 from deciplane.errors import ConfigError, InvalidAction
 
 MAX_PROGRAM_CHARS = 100_000
@@ -34,7 +34,7 @@ class CodeOptEnv(gym.Env[str, str]):
         of "Reinforcement Learning for Code Optimization"; PIE and Mercury metrics).
 
     Observation
-        ``spaces.Text`` (an :class:`~deciplane.envs.text_space.ObservationText`, so it
+        ``spaces.Text`` (an :class:`~deciplane.envs.spaces.ObservationText`, so it
         also works through ``AsyncVectorEnv``'s shared memory): the task statement, the
         I/O format, the visible examples and the slow reference program. Hidden tests,
         the optimisation input and the known faster solutions are never shown. With ``max_attempts > 1`` the observation after

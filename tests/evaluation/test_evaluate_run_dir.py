@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from deciplane.cli import app
 from deciplane.errors import CheckpointError
 from deciplane.trainers.config import load_config
-from deciplane.trainers.evaluate import evaluate_agent
-from deciplane.trainers.run_eval import (eval_agent_for, load_trained_policy, read_policy_state,
+from deciplane.evaluation.evaluate import evaluate_agent
+from deciplane.evaluation.run_eval import (eval_agent_for, load_trained_policy, read_policy_state,
                                          resolve_checkpoint, run_env_kwargs)
 from deciplane.trainers.trainer import build_policy, run_training
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deciplane.envs.textworld_games import make_game_suite
+from deciplane.envs.textworld.games import make_game_suite
 from deciplane.errors import ConfigError
-from deciplane.trainers.evaluate import (AGENT_FACTORIES, EpisodeResult, EvalAgent, EvalReport,
+from deciplane.evaluation.evaluate import (AGENT_FACTORIES, EpisodeResult, EvalAgent, EvalReport,
                                          ExpertAgent, RandomAgent, evaluate_agent, make_agent,
                                          plot_success, register_agent, success_by_family,
                                          summarize, task_family)

@@ -455,13 +455,13 @@ def run_tw_make(jobs: Sequence[tuple[str, list[str], Path]], *,
 
 def _start_worker(jobs: list[tuple[str, list[str]]], out: Path, k: int) -> subprocess.Popen:
     """A worker process; its stderr goes to a file (a full pipe could block it)."""
-    root = str(Path(__file__).resolve().parents[2])  # so the worker imports this deciplane
+    root = str(Path(__file__).resolve().parents[3])  # so the worker imports this deciplane
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=path)
     log = out / f"worker-{k}.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "deciplane.envs.textworld_games", "--worker",
+            [sys.executable, "-m", "deciplane.envs.textworld.games", "--worker",
              str(tw_make_path()), str(out), str(log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     assert proc.stdin is not None

@@ -15,8 +15,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.text_space import ObservationText
-from deciplane.envs.textworld_games import (EMBEDDED, SPLITS, GameSuite, available_presets,
+from deciplane.envs.spaces import ObservationText
+from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
                               UnknownPreset)
@@ -106,7 +106,7 @@ class TextWorldEnv(gym.Env[str, Any]):
     * ``games``: a preset (``tw-simple``, ``tw-coin_collector``, ``tw-treasure_hunter``,
       ``tw-cooking``, ``custom``), ``"embedded"`` (the built-in mix, the default), a list
       of ``.z8`` paths (or one path, or a folder of them), or a
-      :class:`~deciplane.envs.textworld_games.GameSuite`.
+      :class:`~deciplane.envs.textworld.games.GameSuite`.
     * ``split``: ``train`` | ``valid`` | ``test`` (presets only).
     * ``n_games``: games per split for a preset (default 10); ``game_options``: tw-make
       options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from deciplane.envs.math_verify_safe import DEFAULT_TIMEOUT_S, check_text, verify_many
+from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_text, verify_many
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_IS_RE = re.compile(
@@ -135,7 +135,7 @@ def is_bare_answer(text: str) -> bool:
     """True for a bare answer (``"12"``, ``"\\frac{1}{2}"``, ``"$[2,5)$"``, ``"x \\in [2,5)"``)
     rather than a response: no ``\\boxed``, no ``$`` inside, no word of 3+ letters outside
     LaTeX commands and ``\\text{}``, at most 200 characters."""
-    from deciplane.envs.math_verify_safe import _looks_like_prose
+    from deciplane.envs.math.verify import _looks_like_prose
 
     s = _strip_wrappers(text)
     return (0 < len(s) <= 200 and "\\boxed" not in s and "\\fbox" not in s and "$" not in s

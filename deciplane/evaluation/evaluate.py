@@ -215,7 +215,7 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
         raise ConfigError(f"num_envs must be >= 1, got {num_envs}")
     if not isinstance(agent, EvalAgent):
         raise ConfigError(f"{type(agent).__name__} has no act_batch(observations, infos); "
-                          "see deciplane.trainers.evaluate.EvalAgent")
+                          "see deciplane.evaluation.evaluate.EvalAgent")
     kwargs: dict[str, Any] = {} if split is None else {"split": split}
     kwargs.update(getattr(agent, "env_kwargs", {}) or {})
     kwargs.update(env_kwargs or {})

@@ -1,6 +1,7 @@
 """The ``deciplane`` command (typer + rich).
 
-Sub-commands live next to the code they drive; this module only wires them up.
+One module per command group (``train``, ``adapt``, ``evaluate``, ``codeopt``, ``doctor``);
+this module wires them up. Nothing outside ``deciplane.cli`` imports typer.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ def envs_cmd() -> None:
 
 # ---- sections added by the individual features below --------------------------------
 
-# training: `deciplane train CONFIG.yaml`, `deciplane report RUN_DIR` (deciplane/trainers/commands.py)
-from deciplane.trainers.commands import register as _register_train_commands  # noqa: E402
+# training: `deciplane train CONFIG.yaml`, `deciplane report RUN_DIR` (deciplane/cli/train.py)
+from deciplane.cli.train import register as _register_train_commands  # noqa: E402
 
 _register_train_commands(app)
 
 
-# test-time adaptation: `deciplane adapt ttrl|ttpo|options` (deciplane/adapt/commands.py)
-from deciplane.adapt.commands import register as _register_adapt_commands  # noqa: E402
+# test-time adaptation: `deciplane adapt ttrl|ttpo|options` (deciplane/cli/adapt.py)
+from deciplane.cli.adapt import register as _register_adapt_commands  # noqa: E402
 
 _register_adapt_commands(app)
 
@@ -45,31 +46,31 @@ _register_adapt_commands(app)
 @app.command("benchmarks")
 def benchmarks_cmd() -> None:
     """List built-in math benchmarks and the number of tasks in each split."""
-    from deciplane.envs.benchmarks import DESCRIPTIONS, list_benchmarks
+    from deciplane.envs.benchmarks import descriptions, list_benchmarks
 
     table = Table("benchmark", "splits (tasks)", "description")
     for name, sizes in list_benchmarks().items():
         splits = ", ".join(f"{s} {n}" for s, n in sizes.items())
-        table.add_row(name, splits, DESCRIPTIONS.get(name, ""))
+        table.add_row(name, splits, descriptions().get(name, ""))
     console.print(table)
     console.print("load with: tasks, scorer = deciplane.envs.load_benchmark(NAME, SPLIT)",
                   highlight=False)
 
 
-# code optimisation: `deciplane codeopt list|show|run` (deciplane/envs/codeopt/commands.py)
-from deciplane.envs.codeopt.commands import register as _register_codeopt_commands  # noqa: E402
+# code optimisation: `deciplane codeopt list|show|run` (deciplane/cli/codeopt.py)
+from deciplane.cli.codeopt import register as _register_codeopt_commands  # noqa: E402
 
 _register_codeopt_commands(app)
 
 
-# sandbox diagnostics: `deciplane doctor` (deciplane/envs/sandbox/doctor.py)
-from deciplane.envs.sandbox.doctor import register as _register_doctor  # noqa: E402
+# sandbox diagnostics: `deciplane doctor` (deciplane/cli/doctor.py)
+from deciplane.cli.doctor import register as _register_doctor  # noqa: E402
 
 _register_doctor(app)
 
 
-# `deciplane play|evaluate|demo` (deciplane/trainers/eval_commands.py)
-from deciplane.trainers.eval_commands import register as _register_eval_commands  # noqa: E402
+# `deciplane play|evaluate|demo` (deciplane/cli/evaluate.py)
+from deciplane.cli.evaluate import register as _register_eval_commands  # noqa: E402
 
 _register_eval_commands(app)
 

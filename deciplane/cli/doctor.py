@@ -1,0 +1,43 @@
+"""``deciplane doctor``: which sandbox backends work here (and why not), what ``auto``
+picks, valgrind (the facts come from :func:`deciplane.envs.sandbox.doctor.doctor_report`)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from deciplane.envs.sandbox.doctor import doctor_report
+
+
+def doctor_cmd() -> None:
+    """Which sandbox backends work here (and why not), what `auto` picks, valgrind."""
+    console = Console()
+    rep = doctor_report()
+    table = Table(title="sandbox backends", show_lines=False)
+    table.add_column("backend")
+    table.add_column("available")
+    table.add_column("details / how to fix")
+    for name, (ok, why) in rep["backends"].items():
+        table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", why)
+    console.print(table)
+    if rep["auto"]:
+        console.print(f"auto -> [bold]{rep['auto']}[/]")
+    else:
+        console.print(f"auto -> [red]none[/]: {rep['auto_error']}")
+    ok, why = rep["cgroups"]
+    console.print(f"per-run cgroups: {'yes' if ok else 'no'} ({why})")
+    console.print(f"sandbox python: {rep['python']}")
+    console.print(f"scratch dirs under: {rep['scratch']}")
+    console.print(f"docker engine: {rep['docker_host']}")
+    ok, why = rep["valgrind"]
+    console.print(f"valgrind: {'yes' if ok else 'no'} ({why})")
+    if not rep["auto"]:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor_cmd)
+
+
+__all__ = ["register", "doctor_cmd"]
