@@ -323,10 +323,12 @@ def report_table(reports: list[Any]) -> Table:
     title = f"{first.env_id} · split {first.split} · fingerprint {first.split_fingerprint}"
     if getattr(first, "checkpoint", None):
         title += f" · {first.checkpoint}"
-    table = Table("agent", "episodes", "success", "steps", "return", "invalid", "decisions/s",
-                  title=title)
+    table = Table("agent", "episodes", "success", "95% CI", "steps", "return", "invalid",
+                  "decisions/s", title=title)
     for r in reports:
-        table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{r.mean_steps:.1f}",
+        lo, hi = getattr(r, "success_ci95", (0.0, 1.0))
+        table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{lo:.0%}-{hi:.0%}",
+                      f"{r.mean_steps:.1f}",
                       f"{r.mean_return:.2f}", f"{r.invalid_action_rate:.1%}",
                       f"{r.decisions_per_s:.1f}")
     return table
