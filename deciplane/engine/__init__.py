@@ -1,0 +1,2 @@
+"""The training engine shared by trainers and test-time adapters (forward, backward,
+optimizer step, caches)."""
