@@ -26,7 +26,7 @@ import numpy as np
 
 from deciplane.agents.evaluation import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
-from deciplane.evaluation.stats import PairedComparison, paired_difference, wilson_interval
+from deciplane.stats import PairedComparison, paired_difference, wilson_interval
 from deciplane.provenance import provenance
 
 DEFAULT_EPISODES = 20

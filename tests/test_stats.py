@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from deciplane.evaluation.stats import (mcnemar_exact_p, paired_counts, paired_difference,
+from deciplane.stats import (mcnemar_exact_p, paired_counts, paired_difference,
                                         wilson_interval)
 from deciplane.provenance import package_versions, provenance
 

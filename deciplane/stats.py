@@ -1,4 +1,5 @@
-"""Intervals for held-out success rates, and paired comparisons of two agents.
+"""Intervals for held-out success rates, and paired comparisons of two agents (stdlib
+only, so every layer — evaluation, trainers, adapters — can report them).
 
 Small pure functions (numbers in, numbers out) so that every reported interval can be
 checked by hand:
