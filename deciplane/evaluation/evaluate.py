@@ -165,7 +165,9 @@ class EvalReport:
     provenance: dict[str, Any] = field(default_factory=dict)  # commit, versions (provenance())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["success_ci95"] = list(self.success_ci95)   # as it reads back from JSON
+        return d
 
     def summary(self) -> str:
         lo, hi = self.success_ci95
