@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Literal
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
-from deciplane.trainers.single_turn import GRPOConfig, GRPOUpdate, sample_groups
+from deciplane.engine.generation import sample_groups
+from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)

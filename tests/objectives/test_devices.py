@@ -12,7 +12,7 @@ import torch
 
 from deciplane.objectives import (ADVANTAGE_ESTIMATORS, CordGradBuffers, CORDConfig,
                                   ERPOConfig, PolicyLossConfig, RLiDConfig, TASCOConfig,
-                                  TLMDREConfig, TTPOConfig, erpo_loss, gae,
+                                  TLMDREConfig, TTPOLossConfig, erpo_loss, gae,
                                   is_degenerate_batch, menu_log_softmax, policy_loss,
                                   rlid_loss, tasco_loss, tlm_dre_loss, ttpo_loss)
 
@@ -60,7 +60,7 @@ def _all_losses(dev: str) -> dict[str, float]:
                               x["turns"]).loss.item()
     ent = -(x["logits"].softmax(-1) * x["logits"].log_softmax(-1)).sum(-1)
     agree = torch.tensor([True, False, True, False], device=dev)
-    out["ttpo"] = ttpo_loss(TTPOConfig(), x["ref"].abs(), ent, x["logp"], x["mask"], agree,
+    out["ttpo"] = ttpo_loss(TTPOLossConfig(), x["ref"].abs(), ent, x["logp"], x["mask"], agree,
                             x["adv"]).loss.item()
     out["tasco"] = tasco_loss(x["logits"], [x["logits2"]], x["mask"],
                               TASCOConfig().mu).loss.item()

@@ -16,13 +16,15 @@ import torch
 from deciplane.errors import ConfigError
 from deciplane.objectives.rlid import rlid_loss
 from deciplane.trainers import checkpoint as ckpt
-from deciplane.trainers.algorithms import menu_ids, pad_menu_log_probs
+from deciplane.trainers.rlid_ppo import menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import describe_config, load_config, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, LastHidden, ValueHead, explained_variance,
                                        flat_to_turns, gae_advantages, turn_rewards,
                                        value_loss)
 from deciplane.trainers.rollout import trajectory_rewards
-from deciplane.trainers.trainer import RolloutBatch, Trainer, build_algorithm, build_policy
+from deciplane.trainers.algorithm import RolloutBatch
+from deciplane.trainers.run import build_algorithm, build_policy
+from deciplane.trainers.trainer import Trainer
 from deciplane.types import Menu, Trajectory, Turn
 
 TINY = {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4, "lora_alpha": 8,
