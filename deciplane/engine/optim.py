@@ -127,6 +127,10 @@ class Optimizer:
     def param_groups(self) -> list[dict[str, Any]]:
         return self.opt.param_groups
 
+    @property
+    def state(self) -> Any:
+        return self.opt.state
+
 
 # ---------------------------------------------------------------------------------------
 # micro-batch accumulation

@@ -208,7 +208,7 @@ def test_hand_computed_turn_advantages_reach_the_loss_unchanged(lora_policy):
         assert metrics["critic/value_mean"] == pytest.approx(0.5)
 
         batch = RolloutBatch(n_units=4, data=data)
-        obj = algo.loss(batch, [0, 1, 2, 3], [0, 1, 2, 3])
+        obj = algo.loss(batch, [0, 1, 2, 3])  # unscaled: a mean over the 4 decisions
         lp, mask = pad_menu_log_probs([d.log_probs for d in decs])  # weights unchanged yet
         direct = rlid_loss(algo.rlid, lp, data.actions, data.old_logp,
                            torch.tensor(want_adv), data.episode_ids, mask,
