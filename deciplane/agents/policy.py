@@ -381,27 +381,16 @@ class Policy:
     @classmethod
     def load(cls, path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | None = None,
              trainable: bool = True) -> "Policy":
-        """Load a checkpoint written by :meth:`save`."""
-        from deciplane.agents.loading import load_policy
+        """Deprecated in 0.2 (goes away in the next release): use
+        ``deciplane.agents.load_policy(path)``, which loads a folder written by
+        :meth:`save` (or :func:`deciplane.agents.loading.load_saved_policy`)."""
+        import warnings
 
-        path = Path(path)
-        meta_file = path / POLICY_META
-        if not meta_file.is_file():
-            raise CheckpointError(f"{path} has no {POLICY_META}; pass a folder written by Policy.save()")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("kind") == "full":
-            policy = load_policy(path / "model", dtype=dtype, device=device)
-            policy.name, policy.source = meta.get("name", str(path)), str(path / "model")
-            return policy
-        if meta.get("kind") == "lora":
-            from peft import PeftModel
+        from deciplane.agents.loading import load_saved_policy  # one-release shim
 
-            policy = load_policy(meta["base"], dtype=dtype, device=device)
-            policy.model = PeftModel.from_pretrained(policy.model, path / "adapter", is_trainable=trainable)
-            policy.model.to(policy.device)
-            policy.name = meta.get("name", policy.name)
-            return policy
-        raise CheckpointError(f"{meta_file} has unknown kind {meta.get('kind')!r}; expected 'full' or 'lora'")
+        warnings.warn("Policy.load(path) is deprecated; use deciplane.agents.load_policy(path)",
+                      DeprecationWarning, stacklevel=2)
+        return load_saved_policy(path, dtype=dtype, device=device, trainable=trainable)
 
     def __repr__(self) -> str:
         n = sum(p.numel() for p in self.model.parameters())

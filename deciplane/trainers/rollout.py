@@ -102,12 +102,6 @@ class _Slot:
                           truncated=self.truncated, meta=dict(self.meta))
 
 
-def group_reset_seeds(base_seed: int, games: int) -> list[int]:
-    """``games`` distinct reset seeds derived from ``base_seed`` (one per group)."""
-    rng = np.random.default_rng(base_seed)
-    return [int(s) for s in rng.choice(2**31 - 1, size=games, replace=False)]
-
-
 def _episodes(vec: gym.vector.VectorEnv, reset_seeds: Sequence[int], group_size: int,
               max_steps: int, act: Callable[[list[_Slot], list[int], int], list[int]],
               group_prefix: str, step_seed: int) -> tuple[list[Trajectory], RolloutStats]:
