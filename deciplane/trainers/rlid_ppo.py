@@ -17,6 +17,7 @@ import torch
 
 from deciplane.agents.loading import load_policy
 from deciplane.agents.menu import MenuAgent
+from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.objectives.advantages import ADVANTAGE_ESTIMATORS, is_degenerate_batch
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
@@ -28,7 +29,7 @@ from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
 from deciplane.trainers.envs import EnvSuite
-from deciplane.trainers.rollout import collect_menu_episodes, trajectory_rewards
+from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
 

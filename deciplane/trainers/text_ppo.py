@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from deciplane.agents.text import TextAgent
+from deciplane.engine.episodes import collect_text_episodes
 from deciplane.engine.logprobs import sequence_logprobs
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.objectives.advantages import is_degenerate_batch
@@ -24,7 +25,7 @@ from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
 from deciplane.trainers.envs import EnvSuite
 from deciplane.trainers.rlid_ppo import group_advantages
-from deciplane.trainers.rollout import collect_text_episodes, trajectory_rewards
+from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, run_bc_epochs, text_bc_loss)
 from deciplane.types import Trajectory

@@ -18,7 +18,7 @@ from deciplane.engine.logprobs import forward_responses
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
 from deciplane.objectives.distill import token_nll
 from deciplane.trainers.envs import EnvSuite
-from deciplane.trainers.rollout import collect_expert_episodes
+from deciplane.engine.episodes import collect_expert_episodes
 from deciplane.types import Trajectory
 
 
