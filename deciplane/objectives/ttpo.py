@@ -33,7 +33,7 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (as_bool_mask, check_dim, check_range, check_same_shape,
+from .common import (renamed_in_0_2, as_bool_mask, check_dim, check_range, check_same_shape,
                      masked_minmax_normalize, masked_quantile, masked_sum)
 from .policy_loss import LossOutput
 
@@ -191,13 +191,4 @@ def ttpo_loss(cfg: TTPOLossConfig, kl: torch.Tensor, entropy: torch.Tensor, logp
     return LossOutput(loss, metrics)
 
 
-def __getattr__(name: str):
-    if name == "TTPOConfig":
-        import warnings
-
-        warnings.warn("deciplane.objectives.ttpo.TTPOConfig is TTPOLossConfig in deciplane 0.2 "
-                      "(loss configs are *LossConfig; deciplane.adapt.TTPOConfig is the "
-                      "adapter's); the old name goes away in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return TTPOLossConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_in_0_2(__name__, {"TTPOConfig": "TTPOLossConfig"}, globals())

@@ -21,7 +21,7 @@ from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.objectives.advantages import ADVANTAGE_ESTIMATORS, is_degenerate_batch
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
-from deciplane.objectives.rlid import RLiDConfig, length_balanced_weights, rlid_loss
+from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
 from deciplane.objectives.value import value_loss
 from deciplane.trainers.algorithm import Algorithm, DecisionBatch, RolloutBatch
 from deciplane.trainers.checkpoint import iteration_seed
@@ -92,7 +92,7 @@ class MenuPPO(Algorithm):
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
         self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
-        self.rlid = RLiDConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
+        self.rlid = RLiDLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                length_balance=c.length_balanced, bias_control=c.bias_control,
                                beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
         self.critic = None

@@ -18,7 +18,6 @@ from deciplane.engine.logprobs import sequence_logprobs
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.objectives.advantages import is_degenerate_batch
 from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
-from deciplane.objectives.tlm_dre import TLMDREConfig as ObjTLM
 from deciplane.objectives.tlm_dre import tlm_dre_loss
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.trainers.checkpoint import iteration_seed
@@ -47,11 +46,7 @@ class TextPPO(Algorithm):
         self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
-        t = c.tlm_dre
-        self.tlm = ObjTLM(tau=t.tau, s_min=t.s_min, s_max=t.s_max, alpha_pos=t.alpha_pos,
-                          alpha_neg=t.alpha_neg, eps_low_pos=t.eps_low_pos,
-                          eps_high_pos=t.eps_high_pos, eps_low_neg=t.eps_low_neg,
-                          eps_high_neg=t.eps_high_neg)
+        self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
 
     def split_fingerprints(self) -> dict[str, str]:
         return self.suite.fingerprints()
