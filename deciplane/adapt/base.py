@@ -1,4 +1,4 @@
-"""The adapter protocol and what every test-time adapter shares (METHODS §5).
+"""The adapter protocol and what every test-time adapter shares (docs/methods.md §5).
 
 An adapter gets a :class:`~deciplane.agents.Policy`, a config and a list of
 :class:`~deciplane.types.UnlabeledTask` (id, prompt, meta — no gold) and returns final

@@ -1,4 +1,4 @@
-"""TTPO: test-time policy optimisation with agree/disagree branches (METHODS §5.2).
+"""TTPO: test-time policy optimisation with agree/disagree branches (docs/methods.md §5.2).
 
 Per step, for each prompt of the batch:
 

@@ -1,4 +1,4 @@
-"""TTRL: test-time reinforcement learning with majority-vote rewards (METHODS §5.1, exact).
+"""TTRL: test-time reinforcement learning with majority-vote rewards (docs/methods.md §5.1, exact).
 
 Per step, for each prompt of the batch:
 

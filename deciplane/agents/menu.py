@@ -1,4 +1,4 @@
-"""The decision-plane menu agent (RLiD, METHODS §1).
+"""The decision-plane menu agent (RLiD, docs/methods.md §1).
 
 The legal actions are compiled into a lettered menu whose labels are single tokens; one
 forward pass gives the next-token logits after the answer cue, and the policy is the

@@ -1,4 +1,4 @@
-"""Pure tensor functions for every objective of deciplane (METHODS.md §1–5).
+"""Pure tensor functions for every objective of deciplane (docs/methods.md §1–5).
 
 This package imports only torch, numpy, the standard library and ``deciplane.errors``
 (``tests/test_layering.py`` enforces it). Variants are chosen by typed options that map

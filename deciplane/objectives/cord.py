@@ -1,4 +1,4 @@
-"""CORD — conflict-aware combination of task-RL and distillation gradients (METHODS.md §3).
+"""CORD — conflict-aware combination of task-RL and distillation gradients (docs/methods.md §3).
 
 Two objectives: task RL ``L_1`` (gradient ``g_task``) and teacher distillation ``L_2``
 (gradient ``g_teacher``), weight ``lambda`` on ``L_2``. The projection is non-linear, so

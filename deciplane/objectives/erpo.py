@@ -1,4 +1,4 @@
-"""Probe-ERPO loss pieces (METHODS.md §5.4) — **paper-inspired, parameters ours**.
+"""Probe-ERPO loss pieces (docs/methods.md §5.4) — **paper-inspired, parameters ours**.
 
 Running candidates on probe inputs is the adapter's (and sandbox's) job; here:
 

@@ -1,4 +1,4 @@
-"""Token-level policy losses of the PPO/GRPO family (METHODS.md §4).
+"""Token-level policy losses of the PPO/GRPO family (docs/methods.md §4).
 
 Every per-token tensor is ``(B, T)`` with a ``mask (B, T)`` that is true on response
 tokens only: prompt and padding never enter a mean or a length.

@@ -1,4 +1,4 @@
-"""RLiD — reinforcement learning in the decision plane (METHODS.md §1), paper-exact formulas.
+"""RLiD — reinforcement learning in the decision plane (docs/methods.md §1), paper-exact formulas.
 
 A decision is a softmax over the label tokens of a menu: ``log_probs (N, K)`` with a
 ``menu_mask (N, K)`` true on the first ``K_i`` slots (the menu's labels). Each row is one

@@ -1,4 +1,4 @@
-"""TASCO loss pieces (METHODS.md §5.3) — **paper-inspired, parameters ours**.
+"""TASCO loss pieces (docs/methods.md §5.3) — **paper-inspired, parameters ours**.
 
 Only a task-level prefix is trained (the base model is frozen; that is the adapter's
 job). On unlabeled prompts the loss is

@@ -1,7 +1,7 @@
-"""TLM-DRE — turn-level multiscale density-ratio weighting (METHODS.md §2).
+"""TLM-DRE — turn-level multiscale density-ratio weighting (docs/methods.md §2).
 
 **Paper-inspired, parameters ours**: the paper's exact form is not public. The formulas
-below are the ones METHODS.md fixes; every default value (``tau``, ``s_min``, ``s_max``,
+below are the ones docs/methods.md fixes; every default value (``tau``, ``s_min``, ``s_max``,
 ``alpha``/``eps`` per sign) is our choice, not the paper's.
 
 Inputs keep the turn of every token: ``turn_ids (B, T)`` int64, ``turn_ids[b, j] = t``

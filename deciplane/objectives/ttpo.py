@@ -1,4 +1,4 @@
-"""TTPO loss pieces (METHODS.md §5.2): on-policy self-distillation on answers that agree
+"""TTPO loss pieces (docs/methods.md §5.2): on-policy self-distillation on answers that agree
 with the majority, grouped RL on confident errors for answers that disagree.
 
 Voting, sampling and the teacher prompt live in the adapter; this module is pure tensor

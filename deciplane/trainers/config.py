@@ -198,7 +198,7 @@ class TrainConfig:
 
 @dataclass
 class RLiDPPOConfig(TrainConfig):
-    """PPO on menu decisions (RLiD, METHODS §1), optionally + CORD distillation."""
+    """PPO on menu decisions (RLiD, docs/methods.md §1), optionally + CORD distillation."""
 
     algorithm: Literal["rlid_ppo"] = "rlid_ppo"
     """Menu-agent PPO."""
@@ -229,7 +229,7 @@ class RLiDPPOConfig(TrainConfig):
     clip_eps_high: float | None = None
     """DAPO clip-higher upper epsilon; null = symmetric."""
     length_balanced: bool = True
-    """Weight decision i of episode e by mean length / L_e (plain mean, METHODS §1)."""
+    """Weight decision i of episode e by mean length / L_e (plain mean, docs/methods.md §1)."""
     bias_control: Literal["none", "menu_kl", "entropy"] = "menu_kl"
     """Label/position-bias control: menu-marginal KL(U || pbar), a per-decision entropy bonus, or none."""
     beta_menu: float = 0.01

@@ -1,4 +1,4 @@
-"""The critic for ``advantage: gae`` (METHODS §4): a value head on the policy's own features.
+"""The critic for ``advantage: gae`` (docs/methods.md §4): a value head on the policy's own features.
 
 PPO with a critic needs ``V(s_t)`` for every turn of every episode. Here ``V`` is a
 :class:`ValueHead` — one ``Linear(hidden, 1)`` — on the policy's **last hidden state at the

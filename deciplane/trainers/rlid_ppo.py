@@ -82,7 +82,7 @@ def menu_ids(keys: list[tuple[str, ...]]) -> torch.Tensor:
 
 
 class MenuPPO(Algorithm):
-    """RLiD-PPO for the decision-plane menu agent (METHODS §1, §3)."""
+    """RLiD-PPO for the decision-plane menu agent (docs/methods.md §1, §3)."""
 
     config: RLiDPPOConfig
 
