@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import nn
 
-from deciplane.errors import CheckpointError, ConfigError
+from deciplane.errors import ConfigError
 
 POLICY_META = "deciplane_policy.json"
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
