@@ -5,9 +5,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.deciplane-installed
 CONFIG ?= configs/quickstart.yaml
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install system-deps demo test test-fast clean
 
-install: $(STAMP)
+install: system-deps $(STAMP)
+
+# bubblewrap, valgrind, java: installed where we are root (or have sudo), else the
+# command to run is printed once at the top of the output.
+system-deps:
+	@tools/system-deps.sh
 
 # Torch first, CPU build: never let a dependency resolve `torch` to a multi-GB CUDA wheel
 # on a CPU machine. Order: a torch the base interpreter already has (venv sees it) ->
@@ -27,18 +32,15 @@ $(STAMP): pyproject.toml
 # The main job: RLiD-PPO (decision-plane menu agent) on the embedded TextWorld suite with
 # SmolLM2-135M + LoRA, held-out test success before/after, then PNG curves + report.md.
 # Bounded by the config's max_wall_time_s (15 min) between iterations.
-demo: $(STAMP)
+demo: system-deps $(STAMP)
 	@run=runs/quickstart-$$(date +%Y%m%d-%H%M%S); \
 	  $(BIN)/deciplane train $(CONFIG) --run-dir $$run && $(BIN)/deciplane report $$run
 
-test: $(STAMP)
+test: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
-
-bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

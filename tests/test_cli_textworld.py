@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 import deciplane  # noqa: F401
 from deciplane.cli import app
 from deciplane.envs.textworld.games import make_game_suite
-from deciplane.cli.evaluate import menu_label, parse_choice, parse_options
+from deciplane.cli.evaluate import (menu_label, parse_choice, parse_options, status_line,
+                                    without_inform_epilogue)
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 runner = CliRunner()
@@ -60,6 +61,8 @@ def test_play_by_menu_letters_wins(suite):
                         input="\n".join(keys) + "\n")
     assert res.exit_code == 0, res.output
     assert "'zz' is not on the menu" in res.output and "won after" in res.output
+    assert "step 0 · score 0/" in res.output and f"step {len(keys) - 2} · score" in res.output
+    assert "RESTART" not in res.output and " turns." not in res.output   # Inform's epilogue
 
 
 def test_play_quits_on_q_or_end_of_input():
@@ -83,6 +86,18 @@ def test_demo_writes_chart_and_results(suite, tmp_path):
 def test_small_helpers():
     assert parse_options(["n_games=3", "games=tw-simple", "x=[1, 2]"]) == \
         {"n_games": 3, "games": "tw-simple", "x": [1, 2]}
-    assert [menu_label(i) for i in (0, 25, 26, 52)] == ["a", "z", "A", "52"]
-    assert parse_choice(" c ", 5) == 2 and parse_choice("7", 5) is None
+    assert [menu_label(i) for i in (0, 25, 26, 52)] == ["A", "Z", "a", "52"]
+    assert parse_choice(" C ", 5) == 2 and parse_choice("7", 5) is None
+    assert parse_choice("c", 5) == 2          # lower case picks the capital on small menus
+    assert parse_choice("a", 30) == 26         # ... but is its own label on a 27+ menu
     assert parse_choice("3", 5) == 3 and parse_choice("hello", 5) is None
+
+
+def test_inform_epilogue_and_status_line():
+    last = ("You pick up the coin.\n\n   *** The End ***\n\nYou scored 1 out of a possible 1, "
+            "in 3 turns.\n\n\nWould you like to RESTART, RESTORE a saved game, QUIT or UNDO "
+            "the last command?")
+    assert without_inform_epilogue(last) == "You pick up the coin.\n\n   *** The End ***"
+    assert without_inform_epilogue("You scored a goal.") == "You scored a goal."
+    assert status_line(2, {"score": 1, "max_score": 3}) == "step 2 · score 1/3"
+    assert status_line(0, {}) == "step 0"

@@ -12,18 +12,17 @@ environment or benchmark come from the run's ``config.yaml``; see
 
 from __future__ import annotations
 
-import json
-import string
-from pathlib import Path
-from typing import Any, Optional
-
 import contextlib
-from typing import Iterator
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from deciplane.agents.labels import DEFAULT_LABELS
 from deciplane.errors import DeciplaneError
 
 console = Console()
@@ -38,7 +37,12 @@ def _friendly_errors() -> Iterator[None]:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(2) from None
 
-LABELS = string.ascii_lowercase + string.ascii_uppercase
+# The menu agents' own labels (A, B, ... then a, b, ...), so that what a player types is
+# what a model reads.
+LABELS = "".join(DEFAULT_LABELS)
+_INFORM_EPILOGUE = re.compile(
+    r"^\s*(You scored .* in \d+ turns?\.|Would you like to RESTART, RESTORE.*)\s*$",
+    re.MULTILINE)
 
 
 def parse_options(items: list[str] | None) -> dict[str, Any]:
@@ -56,18 +60,40 @@ def parse_options(items: list[str] | None) -> dict[str, Any]:
 
 
 def menu_label(i: int) -> str:
-    """The key that picks menu action ``i`` in ``deciplane play``: a-z, A-Z, then numbers."""
+    """The key that picks menu action ``i`` in ``deciplane play``: A-Z, a-z (the menu
+    agents' labels), then numbers."""
     return LABELS[i] if i < len(LABELS) else str(i)
 
 
 def parse_choice(text: str, n: int) -> int | None:
-    """A menu index from what the player typed (a label or a number), or None."""
+    """A menu index from what the player typed (a label or a number), or None. A
+    lower-case letter also picks its capital while the menu has no lower-case labels."""
     text = text.strip()
     if text.isdigit() and int(text) < n:
         return int(text)
-    if len(text) == 1 and text in LABELS[:n]:
+    if len(text) != 1:
+        return None
+    if text in LABELS[:n]:
         return LABELS.index(text)
+    if n <= 26 and text.upper() in LABELS[:n]:
+        return LABELS.index(text.upper())
     return None
+
+
+def without_inform_epilogue(text: str) -> str:
+    """A game's last observation without Inform's end-of-game lines (its own turn count,
+    which includes the opening turn, and the RESTART/RESTORE/QUIT/UNDO question, which
+    cannot be answered here)."""
+    return _INFORM_EPILOGUE.sub("", text).rstrip()
+
+
+def status_line(steps: int, info: dict[str, Any]) -> str:
+    """``step 3 · score 1/2`` shown above each menu."""
+    score = info.get("score")
+    line = f"step {steps}"
+    if score is not None:
+        line += f" · score {score:g}/{info.get('max_score', '?')}"
+    return line
 
 
 def _env_kwargs(split: Optional[str], games: Optional[str], options: list[str] | None,
@@ -105,6 +131,7 @@ def play_cmd(
     try:
         while True:
             console.print(obs.strip(), highlight=False, markup=False)
+            console.print(f"[dim]{status_line(steps, info)}[/dim]", highlight=False)
             action = _ask(info)
             if action is None:
                 console.print("bye")
@@ -114,7 +141,7 @@ def play_cmd(
             if reward:
                 console.print(f"[green]reward {reward:+g}[/green]")
             if term or trunc:
-                console.print(obs.strip(), highlight=False, markup=False)
+                console.print(without_inform_epilogue(obs.strip()), highlight=False, markup=False)
                 outcome = "won" if info.get("won") else "lost" if info.get("lost") else "ended"
                 console.print(f"[bold]{outcome}[/bold] after {steps} steps; score "
                               f"{info.get('score', total)}/{info.get('max_score', '?')}")
@@ -296,10 +323,12 @@ def report_table(reports: list[Any]) -> Table:
     title = f"{first.env_id} · split {first.split} · fingerprint {first.split_fingerprint}"
     if getattr(first, "checkpoint", None):
         title += f" · {first.checkpoint}"
-    table = Table("agent", "episodes", "success", "steps", "return", "invalid", "decisions/s",
-                  title=title)
+    table = Table("agent", "episodes", "success", "95% CI", "steps", "return", "invalid",
+                  "decisions/s", title=title)
     for r in reports:
-        table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{r.mean_steps:.1f}",
+        lo, hi = getattr(r, "success_ci95", (0.0, 1.0))
+        table.add_row(r.agent, str(r.episodes), f"{r.success_rate:.1%}", f"{lo:.0%}-{hi:.0%}",
+                      f"{r.mean_steps:.1f}",
                       f"{r.mean_return:.2f}", f"{r.invalid_action_rate:.1%}",
                       f"{r.decisions_per_s:.1f}")
     return table

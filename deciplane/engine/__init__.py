@@ -14,7 +14,10 @@
 * :mod:`~deciplane.engine.grpo` — :class:`GRPOConfig` + :class:`GRPOUpdate`, the
   GRPO-family step on groups of single-turn samples (Math-v0 GRPO, TTRL);
 * :mod:`~deciplane.engine.episodes` — the one episode loop over ``gymnasium.vector``
-  envs (training rollouts and evaluation).
+  envs (training rollouts and evaluation);
+* :mod:`~deciplane.engine.trunk` — frozen-trunk caching: the frozen bottom layers run
+  once without a graph (:func:`trunk_hidden`), only the trainable top is re-run
+  (:func:`top_logits`).
 
 The engine imports agents, objectives, envs and types; trainers/, adapt/, evaluation/ and
 the CLI sit on top of it (``tests/test_layering.py``).
@@ -34,6 +37,8 @@ _LAZY = {
     "accumulate": "optim", "combine_gradients": "optim", "micro_batches": "optim",
     "optimizer_step": "optim",
     "GRPOConfig": "grpo", "GRPOUpdate": "grpo", "StepStats": "grpo",
+    "trunk_hidden": "trunk", "top_logits": "trunk", "first_trainable_layer": "trunk",
+    "check_trunk_frozen": "trunk", "decoder_of": "trunk",
 }
 
 

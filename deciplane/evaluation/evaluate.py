@@ -26,6 +26,8 @@ import numpy as np
 
 from deciplane.agents.evaluation import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
+from deciplane.evaluation.stats import PairedComparison, paired_difference, wilson_interval
+from deciplane.provenance import provenance
 
 DEFAULT_EPISODES = 20
 MAX_STEPS_GUARD = 10_000  # an env that never ends its episodes is truncated here
@@ -159,13 +161,17 @@ class EvalReport:
     per_episode: list[EpisodeResult] = field(default_factory=list)
     run_dir: str | None = None      # set when a trained run's checkpoint was evaluated
     checkpoint: str | None = None   # its checkpoint folder name (iter_NNNNNN)
+    success_ci95: tuple[float, float] = (0.0, 1.0)   # Wilson score interval of success_rate
+    provenance: dict[str, Any] = field(default_factory=dict)  # commit, versions (provenance())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:
+        lo, hi = self.success_ci95
         return (f"{self.agent} on {self.env_id} [{self.split}, fingerprint "
-                f"{self.split_fingerprint}]: success {self.success_rate:.1%} over "
+                f"{self.split_fingerprint}]: success {self.success_rate:.1%} "
+                f"(95% CI {lo:.1%}-{hi:.1%}) over "
                 f"{self.episodes} episodes, {self.mean_steps:.1f} steps, return "
                 f"{self.mean_return:.2f}, invalid {self.invalid_action_rate:.1%}, "
                 f"{self.decisions_per_s:.1f} decisions/s")
@@ -243,7 +249,22 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
     return EvalReport(env_id=env_id, split=split, split_fingerprint=fp,
                       agent=getattr(agent, "name", type(agent).__name__), episodes=total,
                       decisions_per_s=decisions / play_s if play_s > 0 else math.inf,
-                      wall_s=wall, per_episode=results, **summarize(results))
+                      wall_s=wall, per_episode=results,
+                      success_ci95=wilson_interval(sum(r.won for r in results), len(results)),
+                      provenance=provenance(), **summarize(results))
+
+
+def compare_paired(a: EvalReport, b: EvalReport) -> PairedComparison:
+    """Success of ``a`` minus ``b`` on the episodes both played (matched by task and
+    seed), with its 95% paired interval. Both must come from the same split fingerprint."""
+    if a.split_fingerprint != b.split_fingerprint:
+        raise ConfigError(f"cannot pair {a.agent} and {b.agent}: they played different splits "
+                          f"(fingerprints {a.split_fingerprint} vs {b.split_fingerprint})")
+    won_b = {(r.task, r.seed): r.won for r in b.per_episode}
+    pairs = [(r.won, won_b[(r.task, r.seed)]) for r in a.per_episode if (r.task, r.seed) in won_b]
+    if not pairs:
+        raise ConfigError(f"{a.agent} and {b.agent} share no episode (task, seed) to pair")
+    return paired_difference([x for x, _ in pairs], [y for _, y in pairs])
 
 
 def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, seed: int,

@@ -8,7 +8,8 @@ import pytest
 from deciplane.envs.textworld.games import make_game_suite
 from deciplane.errors import ConfigError
 from deciplane.evaluation.evaluate import (AGENT_FACTORIES, EpisodeResult, EvalAgent, EvalReport,
-                                         ExpertAgent, RandomAgent, evaluate_agent, make_agent,
+                                         ExpertAgent, RandomAgent, compare_paired,
+                                         evaluate_agent, make_agent,
                                          plot_success, register_agent, success_by_family,
                                          summarize, task_family)
 
@@ -123,3 +124,19 @@ def test_summaries_and_plot(tmp_path):
     assert success_by_family(rep) == {"my-game": 1.0, "tw-simple": 0.5}
     png = plot_success([rep, rep], tmp_path / "sub" / "chart.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reports_carry_interval_provenance_and_pair_on_the_same_episodes(suite):
+    kw = dict(split="test", episodes=12, progress=False, env_kwargs={"max_episode_steps": 4})
+    expert = evaluate_agent(ENV_ID, ExpertAgent(), **kw)
+    rand = evaluate_agent(ENV_ID, RandomAgent(3), **kw)
+    lo, hi = expert.success_ci95
+    assert lo < expert.success_rate <= hi <= 1.0
+    assert expert.provenance["packages"]["textworld"] and "commit" in expert.provenance
+    cmp = compare_paired(expert, rand)
+    wins = [r.won for r in expert.per_episode], [r.won for r in rand.per_episode]
+    assert cmp.n == 12 and cmp.only_a == sum(a and not b for a, b in zip(*wins))
+    assert cmp.difference == pytest.approx(expert.success_rate - rand.success_rate)
+    other = evaluate_agent(ENV_ID, RandomAgent(3), split="valid", episodes=2, progress=False)
+    with pytest.raises(ConfigError, match="different splits"):
+        compare_paired(expert, other)

@@ -1,0 +1,101 @@
+"""Frozen-trunk caching: run the frozen bottom of a decoder once, train only its top.
+
+When only the top ``k`` decoder layers have trainable parameters (LoRA on the last ``k``
+layers, or partial fine-tuning), the bottom ``L - k`` layers compute the same function of
+the prompt at every update. :func:`trunk_hidden` runs them once, without a graph, and
+returns the hidden state entering the first trainable layer (the *boundary*);
+:func:`top_logits` runs only the top layers from it. The pair is exact: the same logits,
+loss and gradients as a full forward, because the top layers see the same inputs, the same
+causal mask and the same rotary positions (both are rebuilt from the attention mask and
+position ids, which the caller passes unchanged).
+
+How: a Hugging Face decoder (``LlamaModel`` and relatives) runs
+``embed -> layers -> norm``; it accepts ``inputs_embeds`` instead of token ids. The two
+calls temporarily narrow its layer list (and, for the trunk, replace the final norm by the
+identity), so all of the model's own mask and position code runs as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from deciplane.errors import ConfigError
+
+
+def decoder_of(model: nn.Module) -> nn.Module:
+    """The inner decoder (the module holding ``layers``, ``norm`` and ``embed_tokens``) of a
+    causal LM, through PEFT wrappers."""
+    m = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner = getattr(m, "model", None)
+    if inner is None or not isinstance(getattr(inner, "layers", None), nn.ModuleList) \
+            or not hasattr(inner, "norm"):
+        raise ConfigError(f"{type(m).__name__} has no decoder with `.model.layers` and "
+                          "`.model.norm`; frozen-trunk caching supports Llama-style causal LMs")
+    return inner
+
+
+def first_trainable_layer(model: nn.Module) -> int:
+    """Index of the lowest decoder layer holding a parameter with ``requires_grad``; the
+    number of layers if none does. Everything below it is the frozen trunk."""
+    decoder = decoder_of(model)
+    for i, layer in enumerate(decoder.layers):
+        if any(p.requires_grad for p in layer.parameters()):
+            return i
+    return len(decoder.layers)
+
+
+def check_trunk_frozen(model: nn.Module, boundary: int) -> None:
+    """Refuse a boundary under which something still trains (the cached states would be
+    stale after an update): the embeddings and layers ``[0, boundary)`` must be frozen."""
+    decoder = decoder_of(model)
+    below = list(decoder.embed_tokens.parameters()) + [
+        p for layer in decoder.layers[:boundary] for p in layer.parameters()]
+    if any(p.requires_grad for p in below):
+        raise ConfigError(f"frozen-trunk caching at layer {boundary}: a parameter below it is "
+                          "trainable (embeddings or a lower layer); use a boundary <= "
+                          f"{first_trainable_layer(model)} or freeze those parameters")
+
+
+@contextlib.contextmanager
+def _layers(decoder: nn.Module, layers: nn.ModuleList, norm: nn.Module | None = None
+            ) -> Iterator[None]:
+    old_layers, old_norm = decoder.layers, decoder.norm
+    decoder.layers = layers
+    if norm is not None:
+        decoder.norm = norm
+    try:
+        yield
+    finally:
+        decoder.layers, decoder.norm = old_layers, old_norm
+
+
+@torch.no_grad()
+def trunk_hidden(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                 position_ids: torch.Tensor, boundary: int) -> torch.Tensor:
+    """Hidden states entering layer ``boundary``, ``(B, T, H)``, computed without a graph."""
+    check_trunk_frozen(model, boundary)
+    decoder = decoder_of(model)
+    with _layers(decoder, nn.ModuleList(list(decoder.layers)[:boundary]), nn.Identity()):
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask,
+                      position_ids=position_ids, use_cache=False)
+    return out.last_hidden_state                                          # (B, T, H)
+
+
+def top_logits(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,
+               position_ids: torch.Tensor, boundary: int, logits_to_keep: int = 0
+               ) -> torch.Tensor:
+    """Logits of the full model from the boundary hidden states ``(B, T, H)`` (with the
+    graph of the top layers): ``(B, T', V)`` with ``T' = logits_to_keep or T``."""
+    decoder = decoder_of(model)
+    with _layers(decoder, nn.ModuleList(list(decoder.layers)[boundary:])):
+        out = model(inputs_embeds=hidden, attention_mask=attention_mask,
+                    position_ids=position_ids, use_cache=False, logits_to_keep=logits_to_keep)
+    return out.logits
+
+
+__all__ = ["decoder_of", "first_trainable_layer", "check_trunk_frozen", "trunk_hidden",
+           "top_logits"]
