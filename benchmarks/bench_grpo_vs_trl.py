@@ -37,7 +37,8 @@ import torch
 
 from deciplane.agents import load_policy
 from deciplane.envs.benchmarks import load_labeled
-from deciplane.trainers.single_turn import Budget, GRPOConfig, GRPOUpdate, Optimizer, sample_groups
+from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
+from deciplane.trainers.single_turn import Optimizer  # 0.1 API: step() returns the norm
 
 _NUM = re.compile(r"-?\d+")
 

@@ -7,7 +7,7 @@ import time, json, torch
 torch.set_num_threads(1)
 import gymnasium as gym
 from deciplane.trainers.config import load_config
-from deciplane.trainers.trainer import build_policy
+from deciplane.trainers.run import build_policy
 from deciplane.agents import MenuAgent
 env = gym.make("deciplane/TextWorld-v0", games="embedded", split="train")
 obs, menus = [], []

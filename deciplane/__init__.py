@@ -9,9 +9,17 @@ _moved.install()  # old module paths of 0.1 keep importing, with a DeprecationWa
 
 from deciplane import envs as envs  # noqa: E402,F401  (registers environments)
 from deciplane.errors import DeciplaneError  # noqa: E402
-from deciplane.types import Decision, GroupBatch, Menu, Trajectory, Turn, UnlabeledTask  # noqa: E402
+from deciplane.types import Decision, Menu, Trajectory, Turn, UnlabeledTask  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["Menu", "Decision", "Turn", "Trajectory", "GroupBatch", "UnlabeledTask",
+__all__ = ["Menu", "Decision", "Turn", "Trajectory", "UnlabeledTask",
            "DeciplaneError", "envs", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "GroupBatch":  # deprecated in 0.2 (never built); goes away in 0.3
+        from deciplane import types
+
+        return types.__getattr__(name)
+    raise AttributeError(f"module 'deciplane' has no attribute {name!r}")

@@ -16,6 +16,7 @@ import inspect
 import textwrap
 import types
 import typing
+import warnings
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -83,6 +84,7 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     it has one (cross-field rules such as ``s_min <= s_max``)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
+    raw = apply_aliases(cls, raw, prefix)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(raw) - set(names))
@@ -99,6 +101,37 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     if callable(check):  # the section's own cross-field rules
         check(prefix)
     return obj
+
+
+def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Renamed options of 0.1 keep working for one release, with a ``DeprecationWarning``.
+
+    A dataclass lists ``CONFIG_ALIASES = {old key: new key}`` (keys of the same section)
+    and ``VALUE_ALIASES = {key: {old value: new value}}``. Giving both the old and the new
+    key is an error (which one would win is not obvious)."""
+    keys: dict[str, str] = getattr(cls, "CONFIG_ALIASES", {}) or {}
+    values: dict[str, dict[Any, Any]] = getattr(cls, "VALUE_ALIASES", {}) or {}
+    if not any(k in raw for k in keys) and not any(k in raw for k in values):
+        return raw
+    out = dict(raw)
+    for old, new in keys.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(f"{prefix}{old} is the old name of {prefix}{new}; give only "
+                              f"{prefix}{new}")
+        warnings.warn(f"config option {prefix}{old} is {prefix}{new} since deciplane 0.2 "
+                      "(the old name goes away in the next release)", DeprecationWarning,
+                      stacklevel=3)
+        out[new] = out.pop(old)
+    for key, mapping in values.items():
+        v = out.get(key)
+        if isinstance(v, str) and v in mapping:
+            warnings.warn(f"config value {prefix}{key}={v} is {prefix}{key}={mapping[v]} since "
+                          "deciplane 0.2 (the old value goes away in the next release)",
+                          DeprecationWarning, stacklevel=3)
+            out[key] = mapping[v]
+    return out
 
 
 def coerce(tp: Any, value: Any, key: str) -> Any:

@@ -129,8 +129,9 @@ class Trajectory:
 
 
 @dataclass
-class GroupBatch:
-    """Trajectories grouped by initial state / prompt; advantages per trajectory."""
+class _GroupBatch:
+    """Deprecated in 0.2 (never built by deciplane; goes away in the next release): the
+    trainers hand typed batches around (:mod:`deciplane.trainers.algorithm`)."""
 
     trajectories: list[Trajectory]
     advantages: "torch.Tensor | None" = None  # (N,) one per trajectory
@@ -145,5 +146,17 @@ class GroupBatch:
         return np.array([t.total_reward for t in self.trajectories], dtype=np.float32)
 
     @staticmethod
-    def from_groups(groups: Sequence[Sequence[Trajectory]]) -> "GroupBatch":
-        return GroupBatch([t for g in groups for t in g])
+    def from_groups(groups: Sequence[Sequence[Trajectory]]) -> "_GroupBatch":
+        return _GroupBatch([t for g in groups for t in g])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GroupBatch":
+        import warnings
+
+        warnings.warn("deciplane.types.GroupBatch is deprecated (deciplane never built it) and "
+                      "goes away in the next release; the trainers' typed batches are in "
+                      "deciplane.trainers.algorithm", DeprecationWarning, stacklevel=2)
+        _GroupBatch.__name__ = _GroupBatch.__qualname__ = "GroupBatch"
+        return _GroupBatch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -88,3 +88,140 @@ def test_import_resolver_sees_relative_and_lazy_imports():
     src = "def f():\n    from ..agents import load_policy\n    from . import sandbox\n"
     found = imports_of(PKG / "envs" / "probe.py", source=src)
     assert found == [(2, "deciplane.agents"), (3, "deciplane.envs.sandbox")]
+
+
+# ---------------------------------------------------------------------------------------
+# the whole package: no import circle, and every layer imports only the layers below it
+# ---------------------------------------------------------------------------------------
+
+ALL_MODULES = {_module_name(f): f for f in sorted(PKG.rglob("*.py"))}
+
+LAYERS: dict[str, tuple[str, ...]] = {
+    # layer -> the deciplane sub-packages/modules it must NOT import (DESIGN's direction:
+    # objectives < envs < agents < engine < trainers | adapt < evaluation < cli)
+    "deciplane.objectives": ("deciplane.envs", "deciplane.agents", "deciplane.engine",
+                             "deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
+                             "deciplane.cli", "deciplane.config"),
+    "deciplane.envs": ("deciplane.agents", "deciplane.engine", "deciplane.trainers",
+                       "deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
+    "deciplane.agents": ("deciplane.engine", "deciplane.trainers", "deciplane.adapt",
+                         "deciplane.evaluation", "deciplane.cli"),
+    "deciplane.engine": ("deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
+                         "deciplane.cli"),
+    "deciplane.trainers": ("deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
+    "deciplane.adapt": ("deciplane.trainers", "deciplane.evaluation", "deciplane.cli"),
+    "deciplane.evaluation": ("deciplane.cli",),
+}
+
+
+def _within(mod: str, pkg: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
+
+
+def _resolve(mod: str) -> str | None:
+    """The deciplane module an import names: the module itself, or for ``from pkg import
+    name`` the package (names that are submodules appear as ``pkg.name``)."""
+    while mod:
+        if mod in ALL_MODULES:
+            return mod
+        mod = mod.rpartition(".")[0]
+    return None
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every deciplane module a file imports anywhere: ``import a.b`` -> ``a.b``; ``from a
+    import b`` -> ``a.b`` when that is a module, else ``a``."""
+    found = set()
+    names: dict[int, list[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            names.setdefault(node.lineno, []).extend(a.name for a in node.names)
+    for line, mod in imports_of(path):
+        if not mod.startswith("deciplane"):
+            continue
+        subs = [f"{mod}.{n}" for n in names.get(line, []) if f"{mod}.{n}" in ALL_MODULES]
+        if subs:
+            found.update(subs)
+        else:
+            target = _resolve(mod)
+            if target is not None:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the deciplane modules it imports anywhere (functions included)."""
+    return {name: _imported_modules(path) - {name} for name, path in ALL_MODULES.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+SHIM_EDGES = {
+    # deprecation shims of 0.1 API kept for one release (remove with them):
+    # Policy.load(path) -> deciplane.agents.loading.load_saved_policy
+    ("deciplane.agents.policy", "deciplane.agents.loading"),
+}
+
+
+def test_no_import_circle_anywhere():
+    graph = import_graph()
+    for a, b in SHIM_EDGES:
+        graph[a].discard(b)
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles (imports inside functions count):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_layer_imports_only_below_it(layer):
+    bad = []
+    for name, path in ALL_MODULES.items():
+        if not _within(name, layer):
+            continue
+        for line, mod in imports_of(path):
+            for above in LAYERS[layer]:
+                if _within(mod, above):
+                    bad.append(f"{path.relative_to(PKG.parent)}:{line} imports {mod}")
+    assert not bad, f"{layer} must not import {', '.join(LAYERS[layer])}:\n" + "\n".join(bad)
+
+
+def test_cycle_finder_sees_a_circle_through_a_lazy_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []

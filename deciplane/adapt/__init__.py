@@ -1,4 +1,4 @@
-"""Test-time adaptation on unlabeled prompts (METHODS §5).
+"""Test-time adaptation on unlabeled prompts (docs/methods.md §5).
 
 ```python
 from deciplane.adapt import TTRL, TTRLConfig, TTPO, TTPOConfig

@@ -1,4 +1,4 @@
-"""The adapter protocol and what every test-time adapter shares (METHODS §5).
+"""The adapter protocol and what every test-time adapter shares (docs/methods.md §5).
 
 An adapter gets a :class:`~deciplane.agents.Policy`, a config and a list of
 :class:`~deciplane.types.UnlabeledTask` (id, prompt, meta — no gold) and returns final
@@ -7,7 +7,7 @@ adapter's constructor takes a policy and a config only, and ``run`` takes tasks 
 The caller scores the answers afterwards (see :mod:`deciplane.adapt.runner`).
 
 Everything an adapter spends is counted in ``adapter.budget`` (a
-:class:`~deciplane.trainers.single_turn.Budget`); extra generations made only to draw the
+:class:`~deciplane.engine.budget.Budget`); extra generations made only to draw the
 accuracy-vs-steps curve go to ``adapter.eval_budget`` instead. What the adapter saw
 (majority votes, per-sample pseudo-rewards, intermediate answers) is kept in
 ``adapter.records`` so that gold-side diagnostics can be computed *by the scorer* after
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from deciplane.errors import ConfigError
-from deciplane.trainers.single_turn import Budget, generate, generate_texts
+from deciplane.engine.budget import Budget
+from deciplane.engine.generation import generate, generate_texts
 from deciplane.types import UnlabeledTask
 
 

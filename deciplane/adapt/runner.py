@@ -32,7 +32,8 @@ from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_ans
 from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
-from deciplane.trainers.single_turn import Budget, generate_texts
+from deciplane.engine.budget import Budget
+from deciplane.engine.generation import generate_texts
 from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
 
 ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO}

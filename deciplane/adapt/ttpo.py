@@ -1,4 +1,4 @@
-"""TTPO: test-time policy optimisation with agree/disagree branches (METHODS §5.2).
+"""TTPO: test-time policy optimisation with agree/disagree branches (docs/methods.md §5.2).
 
 Per step, for each prompt of the batch:
 
@@ -35,10 +35,11 @@ import torch
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
-from deciplane.objectives import TTPOConfig as TTPOLossConfig
-from deciplane.objectives import grpo_advantages, group_ids_from_keys, ttpo_loss
-from deciplane.trainers.single_turn import (Optimizer, backward,
-                                            forward_responses, micro_batches, sample_groups)
+from deciplane.engine.generation import sample_groups
+from deciplane.engine.logprobs import forward_responses
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, accumulate
+from deciplane.objectives import TTPOLossConfig, grpo_advantages, group_ids_from_keys, ttpo_loss
+from deciplane.objectives.ttpo import agree_branch_kl
 from deciplane.types import Trajectory, UnlabeledTask
 
 log = logging.getLogger(__name__)
@@ -93,29 +94,6 @@ def split_agree(answers: Sequence[str | None]):
     v = vote(answers)
     agree = list(v.agree) if v.answer is not None else [False] * len(answers)
     return v, agree
-
-
-def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | None,
-                    rows: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
-    """Per-token ``KL(q_t || p_t)`` on the agree rows, 0 elsewhere: ``(B, R)``.
-
-    ``student_logp (B, R, V)``: log-softmax of the student ``pi_theta(.|x, y_<t)`` (with
-    grad), responses right-aligned; ``teacher_logp (P, Rp, V)``: the teacher
-    ``pi(.|[x; "answer: a_hat"], y_<t)`` for ``rows`` (the agree rows of the micro-batch,
-    in order), also right-aligned; ``lengths[j]`` = response length of row ``j``.
-    """
-    b, width, _ = student_logp.shape
-    kl = student_logp.new_zeros((b, width))                                      # (B, R)
-    if teacher_logp is None or not rows:
-        return kl
-    for k, j in enumerate(rows):
-        r = int(lengths[j])
-        q = teacher_logp[k, teacher_logp.shape[1] - r:].detach()                 # (r, V)
-        p = student_logp[j, width - r:]                                          # (r, V)
-        kl_j = (q.exp() * (q - p)).sum(-1)                                       # (r,)
-        rows_idx = torch.full((r,), j, device=kl.device)
-        kl = kl.index_put((rows_idx, torch.arange(width - r, width, device=kl.device)), kl_j)
-    return kl
 
 
 class TTPO(BaseAdapter):
@@ -190,10 +168,11 @@ class TTPO(BaseAdapter):
         return fwd.full_logp
 
     def _update(self, rows, agree_rows, adv_rows, teacher_prompts) -> dict[str, float]:
+        """One optimizer step on the selected rows: ``L = (1/|B|) sum_rows L_row`` (the
+        normaliser: one unit per row)."""
         cfg = self.config
-        total: dict[str, float] = {}
-        n = len(rows)
-        for mb in micro_batches(n, cfg.micro_batch_size):
+
+        def loss_fn(mb: list[int]) -> MicroLoss:
             prompts = [rows[i].turns[0].prompt_ids for i in mb]
             resps = [rows[i].turns[0].response_ids for i in mb]
             with self.budget.phase("forward"):
@@ -209,12 +188,15 @@ class TTPO(BaseAdapter):
                 kl = agree_branch_kl(fwd.full_logp, q, pos,
                                      [int(r.numel()) for r in resps])               # (B, R)
             adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32, device=dev)
+            # ttpo_loss is a mean over the micro-batch's rows
             out = ttpo_loss(self.loss_cfg, kl, fwd.entropy.detach(), fwd.logp, fwd.mask, agree, adv)
-            share = len(mb) / n   # ttpo_loss divides by the micro-batch size; re-weight to 1/|B|
-            backward(out.loss * share, fwd, self.budget)
-            for k, v in out.metrics.items():
-                total[k] = total.get(k, 0.0) + v * share
-        total["optim/grad_norm"] = self.optimizer.step()
+            return MicroLoss(task=out.loss, metrics=out.metrics, tokens=fwd.n_tokens)
+
+        n = len(rows)
+        self.optimizer.zero_grad()
+        total = accumulate(self.optimizer, list(range(n)), cfg.micro_batch_size, loss_fn,
+                           Normaliser([1] * n))
+        total["optim/grad_norm"] = self.optimizer.step()["optim/grad_norm"]
         return total
 
 

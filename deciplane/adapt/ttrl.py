@@ -1,4 +1,4 @@
-"""TTRL: test-time reinforcement learning with majority-vote rewards (METHODS §5.1, exact).
+"""TTRL: test-time reinforcement learning with majority-vote rewards (docs/methods.md §5.1, exact).
 
 Per step, for each prompt of the batch:
 
@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Literal
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
-from deciplane.trainers.single_turn import GRPOConfig, GRPOUpdate, sample_groups
+from deciplane.engine.generation import sample_groups
+from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Single-token menu labels (METHODS §1, "menu compilation").
+"""Single-token menu labels (docs/methods.md §1, "menu compilation").
 
 A label is read as the *next token* after the answer cue, so it must be exactly one
 token of the tokenizer **in that position** (``" A"`` after ``"Answer:"`` is one token

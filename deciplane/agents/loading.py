@@ -11,19 +11,20 @@ Built-ins:
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from deciplane.agents import tiny
+from deciplane.agents.hf import quiet_transformers
 from deciplane.agents.policy import POLICY_META, Policy
-from deciplane.errors import ModelNotFound
+from deciplane.errors import CheckpointError, ModelNotFound
 from deciplane.utils import deciplane_home, file_lock, sha256_file
 
 TINY = "deciplane/tiny"
@@ -60,7 +61,7 @@ def load_policy(name_or_path: str | os.PathLike, *, dtype: torch.dtype = torch.f
     name = str(name_or_path)
     folder, display = resolve_model(name, seed=seed)
     if (folder / POLICY_META).is_file():
-        policy = Policy.load(folder, dtype=dtype, device=str(dev))
+        policy = load_saved_policy(folder, dtype=dtype, device=str(dev))
     else:
         policy = _load_folder(folder, display, dtype, dev)
         policy.source = name if name in BUILTIN_MODELS else str(folder)
@@ -71,6 +72,30 @@ def load_policy(name_or_path: str | os.PathLike, *, dtype: torch.dtype = torch.f
                         dropout=getattr(lora, "lora_dropout", getattr(lora, "dropout", 0.0)),
                         target_modules=_targets(getattr(lora, "target_modules", None)))
     return policy
+
+
+def load_saved_policy(path: str | os.PathLike, *, dtype: torch.dtype = torch.float32,
+                      device: str | None = None, trainable: bool = True) -> Policy:
+    """Load a folder written by :meth:`Policy.save` (full weights, or LoRA adapters on
+    their base model)."""
+    path = Path(path)
+    meta_file = path / POLICY_META
+    if not meta_file.is_file():
+        raise CheckpointError(f"{path} has no {POLICY_META}; pass a folder written by Policy.save()")
+    meta = json.loads(meta_file.read_text())
+    if meta.get("kind") == "full":
+        policy = load_policy(path / "model", dtype=dtype, device=device)
+        policy.name, policy.source = meta.get("name", str(path)), str(path / "model")
+        return policy
+    if meta.get("kind") == "lora":
+        from peft import PeftModel
+
+        policy = load_policy(meta["base"], dtype=dtype, device=device)
+        policy.model = PeftModel.from_pretrained(policy.model, path / "adapter", is_trainable=trainable)
+        policy.model.to(policy.device)
+        policy.name = meta.get("name", policy.name)
+        return policy
+    raise CheckpointError(f"{meta_file} has unknown kind {meta.get('kind')!r}; expected 'full' or 'lora'")
 
 
 def _targets(t: Any) -> list[str] | None:
@@ -136,27 +161,9 @@ def _load_folder(folder: Path, display: str, dtype: torch.dtype, device: torch.d
     return Policy(model, tokenizer, display, device)
 
 
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' per-load progress bars and info logs for the duration."""
-    from transformers.utils import logging as hf_logging
-
-    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 # ---- built-ins ----------------------------------------------------------------------------
 def ensure_tiny(seed: int = 0) -> Path:
     """Build ``deciplane/tiny`` into the cache once (file-locked); return its folder."""
-    from deciplane.agents import tiny
-
     name = "tiny" if seed == 0 else f"tiny-seed{seed}"
     folder = models_dir() / name
     if tiny.is_current(folder, seed):

@@ -1,4 +1,4 @@
-"""The decision-plane menu agent (RLiD, METHODS §1).
+"""The decision-plane menu agent (RLiD, docs/methods.md §1).
 
 The legal actions are compiled into a lettered menu whose labels are single tokens; one
 forward pass gives the next-token logits after the answer cue, and the policy is the
@@ -22,7 +22,16 @@ from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alpha
 from deciplane.agents.policy import Policy, left_pad, position_ids_from_mask
 from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_user_text
 from deciplane.errors import ConfigError, EmptyMenu
+from deciplane.objectives.rlid import menu_log_softmax
 from deciplane.types import Decision, Menu
+
+
+def menu_logp(label_logits: torch.Tensor) -> torch.Tensor:
+    """Log-probs over one menu's ``K`` label logits ``(K,)``: the objectives' menu softmax
+    (:func:`deciplane.objectives.rlid.menu_log_softmax`) on a full menu."""
+    k = label_logits.shape[-1]
+    mask = torch.ones((1, k), dtype=torch.bool, device=label_logits.device)
+    return menu_log_softmax(label_logits[None], mask)[0]                     # (K,)
 
 MIN_SHARED_PREFIX = 16
 """Shorter shared prefixes are not worth a separate forward pass."""
@@ -104,7 +113,7 @@ class MenuAgent:
         for i, menu in enumerate(menus):
             labels, ids = self.alphabet.for_menu(len(menu), self.max_menu)
             z = last[i, ids].float().cpu()                                    # (K,)
-            logp = torch.log_softmax(z / self.temperature, dim=-1)
+            logp = menu_logp(z / self.temperature)
             if self.greedy:
                 k = int(torch.argmax(logp))
             else:
@@ -193,7 +202,7 @@ class MenuAgent:
                            position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
                            logits_to_keep=1)
         last = out.logits[:, -1, :].float()                                  # (B, V)
-        logps = [torch.log_softmax(last[i, d.label_token_ids.to(last.device)] / self.temperature, dim=-1)
+        logps = [menu_logp(last[i, d.label_token_ids.to(last.device)] / self.temperature)
                  for i, d in enumerate(decisions)]
         if not with_entropy:
             return logps

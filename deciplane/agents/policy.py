@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import nn
 
-from deciplane.errors import CheckpointError, ConfigError
+from deciplane.errors import ConfigError
 
 POLICY_META = "deciplane_policy.json"
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -60,6 +60,61 @@ def left_pad(seqs: Sequence[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, t
             ids[i, width - n:] = s.to(torch.long)
             mask[i, width - n:] = 1
     return ids, mask
+
+
+@dataclass
+class ResponseForward:
+    """Per-token results of one batched forward, responses right-aligned in ``(B, R)``."""
+
+    logp: torch.Tensor                       # (B, R) log-prob of each response token
+    mask: torch.Tensor                       # (B, R) bool, true on response tokens
+    n_tokens: int                            # non-pad tokens processed (prompt + response)
+    entropy: torch.Tensor | None = None      # (B, R) entropy of the token distribution
+    full_logp: torch.Tensor | None = None    # (B, R, V) log-softmax over the vocabulary
+
+
+def score_responses(policy, prompt_ids: Sequence[torch.Tensor],
+                    response_ids: Sequence[torch.Tensor], *, temperature: float = 1.0,
+                    with_entropy: bool = False, full: bool = False, grad: bool | None = True,
+                    model: nn.Module | None = None) -> ResponseForward:
+    """THE teacher-forced forward: log-probs of ``response_ids[i]`` given ``prompt_ids[i]``
+    in one batched forward over ``prompt + response`` (left padded).
+
+    Logits are divided by ``temperature`` (the sampling temperature, as the sampler's
+    log-probs were); only the last ``max R + 1`` positions get logits. ``model``
+    overrides ``policy.model`` (e.g. the module yielded by ``policy.reference()``).
+    ``grad=False`` runs under ``torch.no_grad()``, ``grad=None`` in the caller's grad
+    mode. ``full=True`` also returns the log-softmax over the vocabulary (distillation).
+    :func:`deciplane.engine.logprobs.forward_responses` is this, counted in a budget;
+    :meth:`Policy.sequence_logprobs` is this, unpadded into a list.
+    """
+    if len(prompt_ids) != len(response_ids) or not prompt_ids:
+        raise ConfigError(f"need one response per prompt and at least one pair, got "
+                          f"{len(prompt_ids)} prompts and {len(response_ids)} responses")
+    model = policy.model if model is None else model
+    seqs = [torch.cat([p.long().cpu(), r.long().cpu()]) for p, r in zip(prompt_ids, response_ids)]
+    ids, attn = left_pad(seqs, policy.tokenizer.pad_token_id)                   # (B, L)
+    lengths = [int(r.numel()) for r in response_ids]
+    width = max(lengths)
+    keep = width + 1
+    dev = policy.device
+    ctx = (contextlib.nullcontext() if grad is None
+           else torch.enable_grad() if grad else torch.no_grad())
+    with ctx:
+        out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev),
+                    position_ids=position_ids_from_mask(attn).to(dev), use_cache=False,
+                    logits_to_keep=keep)
+        logits = out.logits[:, -keep:-1, :].float() / temperature             # (B, R, V)
+        targets = ids[:, ids.shape[1] - width:].to(dev)                        # (B, R)
+        full_logp = torch.log_softmax(logits, dim=-1)                          # (B, R, V)
+        logp = full_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)         # (B, R)
+        entropy = None
+        if with_entropy:
+            entropy = -(full_logp.exp() * full_logp).sum(-1)                   # (B, R)
+    n = torch.tensor(lengths)[:, None]                                          # (B, 1)
+    mask = torch.arange(width)[None, :] >= width - n                           # (B, R)
+    return ResponseForward(logp=logp, mask=mask.to(dev), n_tokens=int(attn.sum()),
+                           entropy=entropy, full_logp=full_logp if full else None)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -228,34 +283,21 @@ class Policy:
     # ---- scoring ---------------------------------------------------------------------------
     def sequence_logprobs(self, prompt_ids: list[torch.Tensor], response_ids: list[torch.Tensor], *,
                           temperature: float = 1.0, with_entropy: bool = False, model: nn.Module | None = None):
-        """Per-token log-probs ``(R_i,)`` of each response given its prompt, WITH grad.
-
-        One batched forward over ``prompt + response`` (left padded); logits are computed
-        only for the last ``max R + 1`` positions. ``model`` overrides ``self.model``
-        (e.g. the module yielded by :meth:`reference`). Returns a list, or
-        ``(logprobs, entropies)`` with ``with_entropy=True``.
-        """
+        """Per-token log-probs ``(R_i,)`` of each response given its prompt, in the
+        caller's grad mode (:func:`score_responses` unpadded into a list). Returns a list,
+        or ``(logprobs, entropies)`` with ``with_entropy=True``."""
         if len(prompt_ids) != len(response_ids):
             raise ConfigError(f"got {len(prompt_ids)} prompts but {len(response_ids)} responses; pass one each")
         if not prompt_ids:
             return ([], []) if with_entropy else []
-        model = self.model if model is None else model
-        seqs = [torch.cat([p.to(torch.long).cpu(), r.to(torch.long).cpu()]) for p, r in zip(prompt_ids, response_ids)]
-        ids, mask = left_pad(seqs, self.tokenizer.pad_token_id)
+        fwd = score_responses(self, prompt_ids, response_ids, temperature=temperature,
+                              with_entropy=with_entropy, grad=None, model=model)
+        width = fwd.logp.shape[1]
         lengths = [int(r.numel()) for r in response_ids]
-        keep = max(lengths) + 1
-        out = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                    position_ids=position_ids_from_mask(mask).to(self.device), use_cache=False,
-                    logits_to_keep=keep)
-        logits = out.logits[:, -keep:-1, :].float() / temperature                # (B, Rmax, V)
-        targets = ids[:, -keep + 1:].to(self.device) if keep > 1 else ids[:, :0].to(self.device)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)    # (B, Rmax)
-        logps = [token_logp[i, token_logp.shape[1] - n:] for i, n in enumerate(lengths)]
+        logps = [fwd.logp[i, width - n:] for i, n in enumerate(lengths)]
         if not with_entropy:
             return logps
-        ent = -(logp_all.exp() * logp_all).sum(-1)                             # (B, Rmax)
-        return logps, [ent[i, ent.shape[1] - n:] for i, n in enumerate(lengths)]
+        return logps, [fwd.entropy[i, width - n:] for i, n in enumerate(lengths)]
 
     # ---- training helpers ----------------------------------------------------------------
     def add_lora(self, r: int = 8, alpha: int = 16, dropout: float = 0.0,
@@ -339,27 +381,16 @@ class Policy:
     @classmethod
     def load(cls, path: str | Path, *, dtype: torch.dtype = torch.float32, device: str | None = None,
              trainable: bool = True) -> "Policy":
-        """Load a checkpoint written by :meth:`save`."""
-        from deciplane.agents.loading import load_policy
+        """Deprecated in 0.2 (goes away in the next release): use
+        ``deciplane.agents.load_policy(path)``, which loads a folder written by
+        :meth:`save` (or :func:`deciplane.agents.loading.load_saved_policy`)."""
+        import warnings
 
-        path = Path(path)
-        meta_file = path / POLICY_META
-        if not meta_file.is_file():
-            raise CheckpointError(f"{path} has no {POLICY_META}; pass a folder written by Policy.save()")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("kind") == "full":
-            policy = load_policy(path / "model", dtype=dtype, device=device)
-            policy.name, policy.source = meta.get("name", str(path)), str(path / "model")
-            return policy
-        if meta.get("kind") == "lora":
-            from peft import PeftModel
+        from deciplane.agents.loading import load_saved_policy  # one-release shim
 
-            policy = load_policy(meta["base"], dtype=dtype, device=device)
-            policy.model = PeftModel.from_pretrained(policy.model, path / "adapter", is_trainable=trainable)
-            policy.model.to(policy.device)
-            policy.name = meta.get("name", policy.name)
-            return policy
-        raise CheckpointError(f"{meta_file} has unknown kind {meta.get('kind')!r}; expected 'full' or 'lora'")
+        warnings.warn("Policy.load(path) is deprecated; use deciplane.agents.load_policy(path)",
+                      DeprecationWarning, stacklevel=2)
+        return load_saved_policy(path, dtype=dtype, device=device, trainable=trainable)
 
     def __repr__(self) -> str:
         n = sum(p.numel() for p in self.model.parameters())

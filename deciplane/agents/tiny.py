@@ -16,6 +16,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from deciplane.agents.hf import quiet_transformers
+
 TINY_VERSION = 1
 """Bumped whenever the recipe changes, so stale caches are rebuilt."""
 
@@ -98,8 +100,6 @@ def build_tiny(out_dir: str | Path, seed: int = 0) -> Path:
     model = build_model(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
     try:
-        from deciplane.agents.loading import quiet_transformers
-
         with quiet_transformers():
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)

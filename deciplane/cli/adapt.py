@@ -94,8 +94,8 @@ def _command(method: str):
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
              baseline_cache, device)
 
-    cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (METHODS 5.1), then held-out scoring.",
-                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (METHODS 5.2), then held-out scoring."}[method]
+    cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (docs/methods.md §5.1), then held-out scoring.",
+                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring."}[method]
     return cmd
 
 

@@ -101,7 +101,7 @@ def suite_cmd(
     repeats: int = typer.Option(0, help="timed runs (0: the timer's default)"),
     backend: str = typer.Option("auto", help="sandbox backend"),
 ) -> None:
-    """Judge one program per task and print the METHODS §6 report: mean speedup, share
+    """Judge one program per task and print the docs/methods.md §6 report: mean speedup, share
     of tasks with speedup >= 1.1 (incorrect programs count as 1.0), share correct."""
     from deciplane.envs.codeopt.evaluate import evaluate_suite
     from deciplane.envs.codeopt.tasks import list_tasks

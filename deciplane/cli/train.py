@@ -31,7 +31,7 @@ def train_cmd(
         if help_config:
             _print_options(config, set_)
             return
-        from deciplane.trainers.trainer import run_training
+        from deciplane.trainers.run import run_training
 
         summary = run_training(str(config) if config else None, run_dir=run_dir,
                                overrides=list(set_), resume=resume)

@@ -139,7 +139,7 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
     import torch
 
     from deciplane.trainers.checkpoint import load_trainable_state
-    from deciplane.trainers.trainer import build_policy
+    from deciplane.trainers.run import build_policy
 
     run = Path(run_dir)
     config = read_run_config(run)
@@ -269,7 +269,7 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
 
     from deciplane.envs import load_benchmark
     from deciplane.trainers.math_grpo import SYSTEM_PROMPT
-    from deciplane.trainers.single_turn import generate_texts
+    from deciplane.engine.generation import generate_texts
 
     config = read_run_config(run_dir) if trained is None else trained.config
     if config.algorithm not in BENCHMARK_ALGORITHMS:

@@ -1,4 +1,4 @@
-"""Advantage estimators of the PPO/GRPO family (METHODS.md §4), as pure tensor functions.
+"""Advantage estimators of the PPO/GRPO family (docs/methods.md §4), as pure tensor functions.
 
 Group estimators take one scalar reward per trajectory ``rewards (N,)`` and the group of
 each trajectory ``group_ids (N,)`` (same prompt / same game+seed = same group) and return

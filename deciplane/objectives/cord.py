@@ -1,4 +1,4 @@
-"""CORD — conflict-aware combination of task-RL and distillation gradients (METHODS.md §3).
+"""CORD — conflict-aware combination of task-RL and distillation gradients (docs/methods.md §3).
 
 Two objectives: task RL ``L_1`` (gradient ``g_task``) and teacher distillation ``L_2``
 (gradient ``g_teacher``), weight ``lambda`` on ``L_2``. The projection is non-linear, so
@@ -29,7 +29,7 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import check_choice, check_range
+from .common import renamed_in_0_2, check_choice, check_range
 
 Protected = Literal["task", "teacher"]
 CordMode = Literal["conflict", "always"]
@@ -96,7 +96,7 @@ def cord_stats(g_task: torch.Tensor, g_teacher: torch.Tensor, lam: float) -> dic
 
 
 @dataclass(frozen=True)
-class CORDConfig:
+class CORDLossConfig:
     """CORD settings."""
 
     lam: float = 1.0
@@ -107,9 +107,9 @@ class CORDConfig:
     """``conflict`` (project only on negative inner product) | ``always``."""
 
     def __post_init__(self) -> None:
-        check_range("CORDConfig", "lam", self.lam, low=0.0)
-        check_choice("CORDConfig", "protected", self.protected, Protected)
-        check_choice("CORDConfig", "mode", self.mode, CordMode)
+        check_range("CORDLossConfig", "lam", self.lam, low=0.0)
+        check_choice("CORDLossConfig", "protected", self.protected, Protected)
+        check_choice("CORDLossConfig", "mode", self.mode, CordMode)
 
 
 class CordGradBuffers:
@@ -119,7 +119,7 @@ class CordGradBuffers:
     >>> for mb in micro_batches:                     # the whole optimizer batch
     ...     task_loss, teacher_loss = ...            # scaled by 1/num_micro_batches
     ...     bufs.accumulate(task_loss, teacher_loss)
-    >>> g = bufs.write_combined(CORDConfig(lam=0.5)) # sets p.grad, returns the flat vector
+    >>> g = bufs.write_combined(CORDLossConfig(lam=0.5)) # sets p.grad, returns the flat vector
     >>> optimizer.step(); bufs.reset()
 
     Only parameters with ``requires_grad`` are tracked; a parameter that does not reach
@@ -153,7 +153,7 @@ class CordGradBuffers:
             self.teacher += self._flat_grad(teacher_loss, retain_graph=False)
         self.micro_batches += 1
 
-    def combine(self, cfg: CORDConfig) -> torch.Tensor:
+    def combine(self, cfg: CORDLossConfig) -> torch.Tensor:
         """The CORD-combined flat gradient of everything accumulated so far: (P,)."""
         return cord_combine(self.task, self.teacher, cfg.lam, cfg.protected, cfg.mode)
 
@@ -168,16 +168,19 @@ class CordGradBuffers:
             p.grad = flat[offset:offset + n].view_as(p).to(p.dtype).clone()
             offset += n
 
-    def write_combined(self, cfg: CORDConfig) -> torch.Tensor:
+    def write_combined(self, cfg: CORDLossConfig) -> torch.Tensor:
         """:meth:`combine` then :meth:`write_grads`; returns the combined vector."""
         g = self.combine(cfg)
         self.write_grads(g)
         return g
 
-    def stats(self, cfg: CORDConfig) -> dict[str, float]:
+    def stats(self, cfg: CORDLossConfig) -> dict[str, float]:
         return cord_stats(self.task, self.teacher, cfg.lam)
 
     def reset(self) -> None:
         self.task.zero_()
         self.teacher.zero_()
         self.micro_batches = 0
+
+
+__getattr__ = renamed_in_0_2(__name__, {"CORDConfig": "CORDLossConfig"}, globals())

@@ -1,4 +1,4 @@
-"""Probe-ERPO loss pieces (METHODS.md §5.4) — **paper-inspired, parameters ours**.
+"""Probe-ERPO loss pieces (docs/methods.md §5.4) — **paper-inspired, parameters ours**.
 
 Running candidates on probe inputs is the adapter's (and sandbox's) job; here:
 
@@ -26,7 +26,7 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
+from .common import (renamed_in_0_2, as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
                      masked_mean)
 from .policy_loss import LossOutput, clipped_surrogate, token_mean
 
@@ -82,7 +82,7 @@ def entropy_ceiling(entropy: torch.Tensor, mask: torch.Tensor, alpha: float,
 
 
 @dataclass(frozen=True)
-class ERPOConfig:
+class ERPOLossConfig:
     """Probe-ERPO loss settings — paper-inspired, every default is ours."""
 
     fraction: float = 0.5
@@ -101,7 +101,7 @@ class ERPOConfig:
     """Entropy ceiling (nats, mean over tokens)."""
 
     def __post_init__(self) -> None:
-        o = "ERPOConfig"
+        o = "ERPOLossConfig"
         check_range(o, "fraction", self.fraction, low=0.0, high=1.0)
         check_choice(o, "advantage", self.advantage, AdvantageForm)
         check_range(o, "eps_low", self.eps_low, low=0.0, high=1.0)
@@ -110,7 +110,7 @@ class ERPOConfig:
         check_range(o, "h_max", self.h_max, low=0.0)
 
 
-def erpo_loss(cfg: ERPOConfig, logp: torch.Tensor, old_logp: torch.Tensor | None,
+def erpo_loss(cfg: ERPOLossConfig, logp: torch.Tensor, old_logp: torch.Tensor | None,
               advantages: torch.Tensor, mask: torch.Tensor, entropy: torch.Tensor
               ) -> LossOutput:
     """Clipped policy gradient on negative-only advantages (token mean) + entropy ceiling.
@@ -140,3 +140,6 @@ def erpo_loss(cfg: ERPOConfig, logp: torch.Tensor, old_logp: torch.Tensor | None
                              "erpo/entropy_ceiling": float(ceil.detach()),
                              "erpo/entropy": float(masked_mean(entropy.detach(), m)),
                              "erpo/neg_share": float((advantages < 0).float().mean())})
+
+
+__getattr__ = renamed_in_0_2(__name__, {"ERPOConfig": "ERPOLossConfig"}, globals())

@@ -1,4 +1,4 @@
-"""Token-level policy losses of the PPO/GRPO family (METHODS.md §4).
+"""Token-level policy losses of the PPO/GRPO family (docs/methods.md §4).
 
 Every per-token tensor is ``(B, T)`` with a ``mask (B, T)`` that is true on response
 tokens only: prompt and padding never enter a mean or a length.
@@ -19,7 +19,7 @@ tokens only: prompt and padding never enter a mean or a length.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Literal, Sequence
 
 import torch
 
@@ -139,6 +139,31 @@ def aggregate(token_loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = 
     check_choice("aggregate", "mode", mode, Aggregation)
     check_same_shape(token_loss=token_loss, mask=mask)
     return AGGREGATIONS[mode](token_loss, mask, max_len)
+
+
+def aggregation_weights(mode: Aggregation, lengths: Sequence[int]) -> list[int]:
+    """The normaliser of an aggregation over a batch of responses of ``lengths`` tokens:
+    each response's units in the batch mean — its tokens (``token_mean``), 1 for a
+    response with at least one token (``seq_mean``), 1 for every response
+    (``seq_sum_const``). A micro-batch's aggregated loss times its share of these units
+    sums, over the micro-batches, to the aggregated loss of the whole batch."""
+    check_choice("aggregation_weights", "mode", mode, Aggregation)
+    if mode == "token_mean":
+        return [int(n) for n in lengths]
+    if mode == "seq_mean":
+        return [int(int(n) > 0) for n in lengths]
+    return [1 for _ in lengths]
+
+
+def aggregation_share(aggregation: Aggregation, mask: torch.Tensor, total_tokens: int,
+                      total_rows: int) -> float:
+    """Weight of one micro-batch's aggregated loss in the full-batch loss (``mask (b, R)``
+    of the micro-batch): token share for ``token_mean``, row share otherwise. Kept from
+    0.1; the engine uses :func:`aggregation_weights`."""
+    if aggregation == "token_mean":
+        return int(mask.sum()) / max(total_tokens, 1)
+    rows = int(mask.any(dim=1).sum()) if aggregation == "seq_mean" else mask.shape[0]
+    return rows / max(total_rows, 1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""RLiD — reinforcement learning in the decision plane (METHODS.md §1), paper-exact formulas.
+"""RLiD — reinforcement learning in the decision plane (docs/methods.md §1), paper-exact formulas.
 
 A decision is a softmax over the label tokens of a menu: ``log_probs (N, K)`` with a
 ``menu_mask (N, K)`` true on the first ``K_i`` slots (the menu's labels). Each row is one
@@ -12,13 +12,13 @@ same label set).
   plain ``(1/N) sum_i w_i loss_i`` (**not** divided by ``sum_i w_i``);
 * :func:`menu_marginal_kl` — ``KL(U_K || pbar)``, ``pbar`` = mean decision distribution of
   each menu group; removes label/position bias without making each decision random;
-* :func:`decision_entropy` — the separate per-decision entropy bonus option;
-* :func:`contextual_calibration` — the third, separate option (label priors from a
-  content-free prompt subtracted from the logits; applied by the agent, not a loss term).
+* :func:`decision_entropy` — the separate per-decision entropy bonus option.
 
-:func:`rlid_loss` composes them from an :class:`RLiDConfig`; its ``bias_control`` option
-selects exactly one of ``menu_kl`` | ``entropy`` | ``calibration`` | ``none``, so the
-three are never mixed in the same update.
+:func:`rlid_loss` composes them from an :class:`RLiDLossConfig`; its ``bias_control`` option
+selects exactly one of ``menu_kl`` | ``entropy`` | ``none``, so the two are never mixed
+in the same update. (0.1 also listed ``calibration``, contextual calibration by a
+content-free prompt, but no agent applied it and the trainer could not select it; it is
+removed in 0.2 — see docs/methods.md.)
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (_check_ids, as_bool_mask, check_choice, check_dim, check_range,
+from .common import (renamed_in_0_2, _check_ids, as_bool_mask, check_choice, check_dim, check_range,
                      check_same_shape, dense_ids, segment_sum)
 from .policy_loss import LossOutput, clipped_surrogate
 
-BiasControl = Literal["none", "menu_kl", "entropy", "calibration"]
+BiasControl = Literal["none", "menu_kl", "entropy"]
 
 _NEG = -1e9  # finite "minus infinity": keeps gradients NaN-free on masked slots
 
@@ -63,19 +63,6 @@ def menu_log_softmax(label_logits: torch.Tensor, menu_mask: torch.Tensor) -> tor
     m = _check_menu(label_logits, menu_mask)
     z = torch.where(m, label_logits.float(), torch.full_like(label_logits.float(), _NEG))
     return torch.log_softmax(z, dim=-1)                                         # (N, K)
-
-
-def contextual_calibration(label_logits: torch.Tensor, content_free_logits: torch.Tensor,
-                           menu_mask: torch.Tensor) -> torch.Tensor:
-    """Calibrated menu log-probs ``log softmax(log p - log p_cf)`` (Zhao et al., 2021).
-
-    ``content_free_logits`` are the label logits of the same menu under a content-free
-    prompt, ``(N, K)`` or ``(K,)``; the result is ``p_cal(k) ∝ p(k) / p_cf(k)``.
-    """
-    logp = menu_log_softmax(label_logits, menu_mask)                            # (N, K)
-    cf = content_free_logits.expand_as(label_logits)                            # (N, K)
-    logp_cf = menu_log_softmax(cf, menu_mask)                                   # (N, K)
-    return menu_log_softmax(logp - logp_cf.detach(), menu_mask)                 # (N, K)
 
 
 def decision_ppo_loss(log_probs: torch.Tensor, actions: torch.Tensor,
@@ -164,18 +151,18 @@ def decision_entropy(log_probs: torch.Tensor, menu_mask: torch.Tensor) -> torch.
     return -torch.where(m, p * log_probs, torch.zeros_like(p)).sum(1)           # (N,)
 
 
-def _no_term(cfg: "RLiDConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
+def _no_term(cfg: "RLiDLossConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
              menu_ids: torch.Tensor, ent: torch.Tensor) -> tuple[torch.Tensor, dict]:
     return log_probs.new_zeros(()), {}
 
 
-def _menu_kl_term(cfg: "RLiDConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
+def _menu_kl_term(cfg: "RLiDLossConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
                   menu_ids: torch.Tensor, ent: torch.Tensor) -> tuple[torch.Tensor, dict]:
     kl = menu_marginal_kl(log_probs, menu_mask, menu_ids, cfg.min_group_size)
     return cfg.beta_menu * kl, {"loss/menu_kl": float(kl.detach())}
 
 
-def _entropy_term(cfg: "RLiDConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
+def _entropy_term(cfg: "RLiDLossConfig", log_probs: torch.Tensor, menu_mask: torch.Tensor,
                   menu_ids: torch.Tensor, ent: torch.Tensor) -> tuple[torch.Tensor, dict]:
     return -cfg.entropy_coef * ent.mean(), {}
 
@@ -184,13 +171,12 @@ BIAS_TERMS = {
     "none": _no_term,
     "menu_kl": _menu_kl_term,
     "entropy": _entropy_term,
-    "calibration": _no_term,  # applied to the logits by the agent (contextual_calibration)
 }
 """Typed ``bias_control`` option -> extra loss term ``(term, metrics)``."""
 
 
 @dataclass(frozen=True)
-class RLiDConfig:
+class RLiDLossConfig:
     """PPO on menu decisions with length-balanced weights and one bias control."""
 
     eps_low: float = 0.2
@@ -201,7 +187,6 @@ class RLiDConfig:
     """Weight decision ``i`` of episode ``e`` by ``Lbar / L_e`` (else all weights 1)."""
     bias_control: BiasControl = "menu_kl"
     """``menu_kl`` (marginal KL to uniform per menu) | ``entropy`` (per-decision bonus) |
-    ``calibration`` (content-free prior subtraction, done by the agent; no loss term) |
     ``none``. Exactly one, never mixed."""
     beta_menu: float = 0.01
     """Coefficient of ``KL(U || pbar)`` when ``bias_control='menu_kl'`` (ours)."""
@@ -211,7 +196,7 @@ class RLiDConfig:
     """Menu groups with fewer decisions are left out of ``menu_kl``."""
 
     def __post_init__(self) -> None:
-        o = "RLiDConfig"
+        o = "RLiDLossConfig"
         check_range(o, "eps_low", self.eps_low, low=0.0, high=1.0)
         if self.eps_high is not None:
             check_range(o, "eps_high", self.eps_high, low=0.0)
@@ -221,7 +206,7 @@ class RLiDConfig:
         check_range(o, "min_group_size", self.min_group_size, low=1)
 
 
-def rlid_loss(cfg: RLiDConfig, log_probs: torch.Tensor, actions: torch.Tensor,
+def rlid_loss(cfg: RLiDLossConfig, log_probs: torch.Tensor, actions: torch.Tensor,
               old_log_prob: torch.Tensor, advantages: torch.Tensor,
               episode_ids: torch.Tensor, menu_mask: torch.Tensor, menu_ids: torch.Tensor,
               weights: torch.Tensor | None = None) -> LossOutput:
@@ -248,3 +233,6 @@ def rlid_loss(cfg: RLiDConfig, log_probs: torch.Tensor, actions: torch.Tensor,
     metrics.update(extra)
     metrics["loss/total"] = float(loss.detach())
     return LossOutput(loss, metrics)
+
+
+__getattr__ = renamed_in_0_2(__name__, {"RLiDConfig": "RLiDLossConfig"}, globals())

@@ -1,4 +1,4 @@
-"""TASCO loss pieces (METHODS.md §5.3) — **paper-inspired, parameters ours**.
+"""TASCO loss pieces (docs/methods.md §5.3) — **paper-inspired, parameters ours**.
 
 Only a task-level prefix is trained (the base model is frozen; that is the adapter's
 job). On unlabeled prompts the loss is
@@ -21,7 +21,7 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (as_bool_mask, check_choice, check_range, entropy_from_logits,
+from .common import (renamed_in_0_2, as_bool_mask, check_choice, check_range, entropy_from_logits,
                      kl_from_logits, masked_mean)
 from .policy_loss import LossOutput
 
@@ -93,7 +93,7 @@ def sam_perturbation(grads: Sequence[torch.Tensor | None], rho: float) -> list[t
 
 
 @dataclass(frozen=True)
-class TASCOConfig:
+class TASCOLossConfig:
     """TASCO loss settings — paper-inspired, every default is ours."""
 
     mu: float = 1.0
@@ -108,9 +108,12 @@ class TASCOConfig:
     """Radius of the SAM perturbation."""
 
     def __post_init__(self) -> None:
-        o = "TASCOConfig"
+        o = "TASCOLossConfig"
         check_range(o, "mu", self.mu, low=0.0)
         check_choice(o, "perturbation", self.perturbation, Perturbation)
         check_range(o, "sigma", self.sigma, low=0.0)
         check_range(o, "n_draws", self.n_draws, low=1)
         check_range(o, "rho", self.rho, low=0.0)
+
+
+__getattr__ = renamed_in_0_2(__name__, {"TASCOConfig": "TASCOLossConfig"}, globals())

@@ -1,7 +1,7 @@
-"""TLM-DRE — turn-level multiscale density-ratio weighting (METHODS.md §2).
+"""TLM-DRE — turn-level multiscale density-ratio weighting (docs/methods.md §2).
 
 **Paper-inspired, parameters ours**: the paper's exact form is not public. The formulas
-below are the ones METHODS.md fixes; every default value (``tau``, ``s_min``, ``s_max``,
+below are the ones docs/methods.md fixes; every default value (``tau``, ``s_min``, ``s_max``,
 ``alpha``/``eps`` per sign) is our choice, not the paper's.
 
 Inputs keep the turn of every token: ``turn_ids (B, T)`` int64, ``turn_ids[b, j] = t``
@@ -18,7 +18,7 @@ concatenating turns into one string is not TLM-DRE.
 * :func:`turn_mean_aggregate` — token mean within a turn, then turn mean, then
   trajectory mean (a long turn does not drown a short decisive one).
 
-:func:`tlm_dre_loss` composes them from a :class:`TLMDREConfig`.
+:func:`tlm_dre_loss` composes them from a :class:`TLMDRELossConfig`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from deciplane.errors import ConfigError, MissingTurnIds, ObjectiveInputError
 
-from .common import check_dim, check_range, check_same_shape, masked_mean, segment_sum
+from .common import renamed_in_0_2, check_dim, check_range, check_same_shape, masked_mean, segment_sum
 from .policy_loss import LossOutput, clipped_surrogate
 
 
@@ -108,7 +108,7 @@ def token_turn_weights(s: torch.Tensor, turn_ids: torch.Tensor) -> torch.Tensor:
 
 def asymmetric_token_loss(logp: torch.Tensor, old_logp: torch.Tensor,
                           advantages: torch.Tensor, token_weights: torch.Tensor,
-                          mask: torch.Tensor, cfg: "TLMDREConfig") -> torch.Tensor:
+                          mask: torch.Tensor, cfg: "TLMDRELossConfig") -> torch.Tensor:
     """Per-token loss ``-s^alpha_sign * min(rho A, clip(rho, 1-eps_low_sign, 1+eps_high_sign) A)``.
 
     ``advantages (B,)`` are per trajectory; the sign selects ``(alpha, eps_low,
@@ -146,7 +146,7 @@ def turn_mean_aggregate(token_loss: torch.Tensor, turn_ids: torch.Tensor) -> tor
 
 
 @dataclass(frozen=True)
-class TLMDREConfig:
+class TLMDRELossConfig:
     """TLM-DRE settings — paper-inspired, every default here is ours."""
 
     tau: float = 1.0
@@ -157,8 +157,10 @@ class TLMDREConfig:
     """Upper clamp of a turn weight."""
     alpha_pos: float = 1.0
     """Exponent of the turn weight for trajectories with A >= 0 (0 = no weighting)."""
-    alpha_neg: float = 1.0
-    """Exponent of the turn weight for trajectories with A < 0."""
+    alpha_neg: float = 0.5
+    """Exponent of the turn weight for trajectories with A < 0 (0.5 since 0.2: the value the
+    shipped config ``text_ppo_tlm_dre.yaml`` and the trainer always used; 0.1's loss
+    default was 1.0)."""
     eps_low_pos: float = 0.2
     """Lower clip for A >= 0."""
     eps_high_pos: float = 0.28
@@ -169,17 +171,18 @@ class TLMDREConfig:
     """Upper clip for A < 0."""
 
     def __post_init__(self) -> None:
-        o = "TLMDREConfig"
+        o = "TLMDRELossConfig"
         check_range(o, "tau", self.tau, low=0.0, low_inclusive=False)
         check_range(o, "s_min", self.s_min, low=0.0, low_inclusive=False)
-        check_range(o, "s_max", self.s_max, low=self.s_min)
+        if self.s_max < self.s_min:
+            raise ConfigError(f"{o}: s_min ({self.s_min}) must be <= s_max ({self.s_max})")
         for name in ("alpha_pos", "alpha_neg", "eps_high_pos", "eps_high_neg"):
             check_range(o, name, getattr(self, name), low=0.0)
         for name in ("eps_low_pos", "eps_low_neg"):
             check_range(o, name, getattr(self, name), low=0.0, high=1.0)
 
 
-def tlm_dre_loss(cfg: TLMDREConfig, logp: torch.Tensor, old_logp: torch.Tensor,
+def tlm_dre_loss(cfg: TLMDRELossConfig, logp: torch.Tensor, old_logp: torch.Tensor,
                  ref_logp: torch.Tensor, advantages: torch.Tensor,
                  turn_ids: torch.Tensor | None) -> LossOutput:
     """TLM-DRE loss: turn weights from the reference, asymmetric ratio loss, turn-mean.
@@ -204,3 +207,6 @@ def tlm_dre_loss(cfg: TLMDREConfig, logp: torch.Tensor, old_logp: torch.Tensor,
                "tlm_dre/weight_min": float(s[tmask].min()),
                "tlm_dre/turn_conf_mean": float(conf[tmask].mean())}
     return LossOutput(loss, metrics)
+
+
+__getattr__ = renamed_in_0_2(__name__, {"TLMDREConfig": "TLMDRELossConfig"}, globals())

@@ -1,4 +1,4 @@
-"""TTPO loss pieces (METHODS.md §5.2): on-policy self-distillation on answers that agree
+"""TTPO loss pieces (docs/methods.md §5.2): on-policy self-distillation on answers that agree
 with the majority, grouped RL on confident errors for answers that disagree.
 
 Voting, sampling and the teacher prompt live in the adapter; this module is pure tensor
@@ -27,12 +27,13 @@ enter ``L_N`` (``A`` clamped to <= 0).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (as_bool_mask, check_dim, check_range, check_same_shape,
+from .common import (renamed_in_0_2, as_bool_mask, check_dim, check_range, check_same_shape,
                      masked_minmax_normalize, masked_quantile, masked_sum)
 from .policy_loss import LossOutput
 
@@ -111,9 +112,34 @@ def negative_branch_loss(logp: torch.Tensor, advantages: torch.Tensor,
     return -(a / _valid_counts(mask)) * masked_sum(logp, sel, dim=1)            # (B,)
 
 
+def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | None,
+                    rows: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+    """Per-token ``KL(q_t || p_t)`` on the agree rows, 0 elsewhere: ``(B, R)``.
+
+    ``student_logp (B, R, V)``: log-softmax of the student ``pi_theta(.|x, y_<t)`` (with
+    grad), responses right-aligned; ``teacher_logp (P, Rp, V)``: the teacher
+    ``pi(.|[x; "answer: a_hat"], y_<t)`` for ``rows`` (the agree rows of the micro-batch,
+    in order), also right-aligned; ``lengths[j]`` = response length of row ``j``.
+    """
+    b, width, _ = student_logp.shape
+    kl = student_logp.new_zeros((b, width))                                      # (B, R)
+    if teacher_logp is None or not rows:
+        return kl
+    for k, j in enumerate(rows):
+        r = int(lengths[j])
+        q = teacher_logp[k, teacher_logp.shape[1] - r:].detach()                 # (r, V)
+        p = student_logp[j, width - r:]                                          # (r, V)
+        kl_j = (q.exp() * (q - p)).sum(-1)                                       # (r,)
+        rows_idx = torch.full((r,), j, device=kl.device)
+        kl = kl.index_put((rows_idx, torch.arange(width - r, width, device=kl.device)), kl_j)
+    return kl
+
+
 @dataclass(frozen=True)
-class TTPOConfig:
-    """TTPO loss settings (paper defaults)."""
+class TTPOLossConfig:
+    """TTPO loss settings (paper defaults). The adapter's options are
+    :class:`deciplane.adapt.TTPOConfig`; this is the loss's (0.1 called it ``TTPOConfig``
+    too — that name still imports from here, with a DeprecationWarning)."""
 
     lam: float = 0.1
     """Weight ``lambda`` of the disagree-branch loss ``L_N``."""
@@ -121,12 +147,12 @@ class TTPOConfig:
     """Quantile at which the student entropy is clipped before normalisation."""
 
     def __post_init__(self) -> None:
-        check_range("TTPOConfig", "lam", self.lam, low=0.0)
-        check_range("TTPOConfig", "entropy_clip_quantile", self.entropy_clip_quantile,
+        check_range("TTPOLossConfig", "lam", self.lam, low=0.0)
+        check_range("TTPOLossConfig", "entropy_clip_quantile", self.entropy_clip_quantile,
                     low=0.0, high=1.0)
 
 
-def ttpo_loss(cfg: TTPOConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: torch.Tensor,
+def ttpo_loss(cfg: TTPOLossConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: torch.Tensor,
               mask: torch.Tensor, agree: torch.Tensor, advantages: torch.Tensor
               ) -> LossOutput:
     """``L = (1/|B|)(sum_{i in P} L_OPSD_i + lambda sum_{i in N} L_N_i)``.
@@ -163,3 +189,6 @@ def ttpo_loss(cfg: TTPOConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: to
                "ttpo/weight_mean": float((w * m).sum() / m.sum().clamp(min=1)),
                "ttpo/masked_share": float(mt.sum() / neg_rows.sum().clamp(min=1))}
     return LossOutput(loss, metrics)
+
+
+__getattr__ = renamed_in_0_2(__name__, {"TTPOConfig": "TTPOLossConfig"}, globals())

@@ -9,11 +9,15 @@ summary["eval"]["test"]["success_rate"]
 
 * :mod:`~deciplane.trainers.config` — one config dataclass per algorithm (``rlid_ppo``,
   ``text_ppo``, ``math_grpo``), YAML + ``--set key=value`` overrides;
-* :mod:`~deciplane.trainers.trainer` — :class:`Trainer` (rollouts, epochs, micro-batches,
-  CORD, skip-step, checkpoints, summary) and the :class:`Algorithm` interface;
-* :mod:`~deciplane.trainers.algorithms` — RLiD-PPO, free-text PPO / TLM-DRE;
-  :mod:`~deciplane.trainers.math_grpo` — single-turn GRPO on Math-v0 (through
-  :mod:`~deciplane.trainers.single_turn`);
+* :mod:`~deciplane.trainers.algorithm` — the :class:`Algorithm` interface and the typed
+  batches; :mod:`~deciplane.trainers.trainer` — :class:`Trainer`, the loop (rollouts,
+  epochs, minibatches on the engine's optimizer step, checkpoints, summary);
+* one module per algorithm: :mod:`~deciplane.trainers.rlid_ppo` (RLiD-PPO + CORD),
+  :mod:`~deciplane.trainers.text_ppo` (free-text PPO / TLM-DRE),
+  :mod:`~deciplane.trainers.math_grpo` (single-turn GRPO on Math-v0, on
+  :mod:`deciplane.engine.grpo`); :mod:`~deciplane.trainers.warm_start` (behaviour cloning);
+* :mod:`~deciplane.trainers.run` — the table of algorithms and :func:`run_training`;
+  :mod:`~deciplane.trainers.critic` — the value head of ``advantage: gae``;
 * :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.envs` — grouped episodes
   over ``gymnasium.vector`` envs; :mod:`~deciplane.trainers.checkpoint`,
   :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.evaluation.report`.
@@ -31,9 +35,13 @@ _LAZY = {
     "RLiDPPOConfig": "deciplane.trainers.config",
     "TextPPOConfig": "deciplane.trainers.config",
     "MathGRPOConfig": "deciplane.trainers.config",
-    "run_training": "deciplane.trainers.trainer",
+    "run_training": "deciplane.trainers.run",
+    "build_policy": "deciplane.trainers.run",
+    "build_algorithm": "deciplane.trainers.run",
+    "ALGORITHMS": "deciplane.trainers.run",
     "Trainer": "deciplane.trainers.trainer",
-    "Algorithm": "deciplane.trainers.trainer",
+    "Algorithm": "deciplane.trainers.algorithm",
+    "RolloutBatch": "deciplane.trainers.algorithm",
     "write_report": "deciplane.evaluation.report",
 }
 

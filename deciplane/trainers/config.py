@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from deciplane.config import (check_ranges, coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
 from deciplane.errors import ConfigError
+from deciplane.objectives.tlm_dre import TLMDRELossConfig
 
 # ---------------------------------------------------------------------------------------
 # Sections shared by the algorithms
@@ -152,30 +153,14 @@ class BCConfig:
     """Learning rate of the warm start."""
 
 
-@dataclass
-class TLMDREConfig:
-    """Turn-level multiscale density-ratio weighting (paper-inspired, parameters ours)."""
+@dataclass(frozen=True)
+class TLMDREConfig(TLMDRELossConfig):
+    """Turn-level multiscale density-ratio weighting (paper-inspired, parameters ours): the
+    loss's options (:class:`deciplane.objectives.tlm_dre.TLMDRELossConfig`, one
+    definition) plus whether the trainer uses it."""
 
     enabled: bool = False
     """Use the TLM-DRE token loss instead of plain token PPO."""
-    tau: float = 1.0
-    """Temperature of the turn-weight softmax over -confidence."""
-    s_min: float = 0.5
-    """Lower clamp of turn weights."""
-    s_max: float = 2.0
-    """Upper clamp of turn weights."""
-    alpha_pos: float = 1.0
-    """Exponent on turn weights for positive-advantage trajectories."""
-    alpha_neg: float = 0.5
-    """Exponent on turn weights for negative-advantage trajectories."""
-    eps_low_pos: float = 0.2
-    """Lower ratio clip, positive trajectories."""
-    eps_high_pos: float = 0.28
-    """Upper ratio clip, positive trajectories."""
-    eps_low_neg: float = 0.2
-    """Lower ratio clip, negative trajectories."""
-    eps_high_neg: float = 0.2
-    """Upper ratio clip, negative trajectories."""
 
     def check(self, prefix: str = "") -> None:
         if self.s_min > self.s_max:
@@ -213,7 +198,7 @@ class TrainConfig:
 
 @dataclass
 class RLiDPPOConfig(TrainConfig):
-    """PPO on menu decisions (RLiD, METHODS §1), optionally + CORD distillation."""
+    """PPO on menu decisions (RLiD, docs/methods.md §1), optionally + CORD distillation."""
 
     algorithm: Literal["rlid_ppo"] = "rlid_ppo"
     """Menu-agent PPO."""
@@ -244,7 +229,7 @@ class RLiDPPOConfig(TrainConfig):
     clip_eps_high: float | None = None
     """DAPO clip-higher upper epsilon; null = symmetric."""
     length_balanced: bool = True
-    """Weight decision i of episode e by mean length / L_e (plain mean, METHODS §1)."""
+    """Weight decision i of episode e by mean length / L_e (plain mean, docs/methods.md §1)."""
     bias_control: Literal["none", "menu_kl", "entropy"] = "menu_kl"
     """Label/position-bias control: menu-marginal KL(U || pbar), a per-decision entropy bonus, or none."""
     beta_menu: float = 0.01
@@ -330,14 +315,18 @@ class MathGRPOConfig(TrainConfig):
     """Clip epsilon (low)."""
     clip_eps_high: float = 0.28
     """Upper epsilon for clip_higher."""
-    aggregation: Literal["token", "sequence"] = "token"
-    """Token-mean over the batch (DAPO) or per-sequence mean."""
-    beta: float = 0.0
-    """k3 KL coefficient to the frozen reference."""
+    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
+    """Token mean over the batch (DAPO) or per-sequence mean (advantage=dr_grpo always uses seq_sum_const); 0.1's `token` / `sequence` still load, with a warning."""
+    kl_coef: float = 0.0
+    """k3 KL coefficient to the frozen reference (0.1: `beta`, still accepted with a warning)."""
     eval_problems: int | None = 64
     """Test problems for before/after accuracy (null = the whole split)."""
     eval_max_new_tokens: int = 24
     """Tokens generated per answer in evaluation (greedy)."""
+
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {"beta": "kl_coef"}
+    VALUE_ALIASES: ClassVar[dict[str, dict[str, str]]] = {
+        "aggregation": {"token": "token_mean", "sequence": "seq_mean"}}
 
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.group_size < 2:

@@ -1,4 +1,4 @@
-"""The critic for ``advantage: gae`` (METHODS §4): a value head on the policy's own features.
+"""The critic for ``advantage: gae`` (docs/methods.md §4): a value head on the policy's own features.
 
 PPO with a critic needs ``V(s_t)`` for every turn of every episode. Here ``V`` is a
 :class:`ValueHead` — one ``Linear(hidden, 1)`` — on the policy's **last hidden state at the
@@ -36,6 +36,7 @@ from torch import nn
 
 from deciplane.errors import ConfigError
 from deciplane.objectives.advantages import gae
+from deciplane.objectives.value import value_loss  # noqa: F401  (moved to objectives in 0.2)
 from deciplane.types import Decision, Trajectory
 
 
@@ -161,26 +162,6 @@ def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tens
         valid = adv[m]                                                            # (N,)
         adv = torch.where(m, (adv - valid.mean()) / (valid.std() + eps), torch.zeros_like(adv))
     return adv, ret
-
-
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-               clip: float | None = None) -> torch.Tensor:
-    """PPO's value regression, a scalar: ``mean_i (V_i - R_i)^2``, or with ``clip``
-    ``mean_i max((V_i - R_i)^2, (V_old_i + clip(V_i - V_old_i, -c, c) - R_i)^2)``
-    (the value may move at most ``c`` from the rollout's estimate before the loss stops
-    rewarding it). All ``(N,)``; ``old_values`` and ``returns`` are constants."""
-    if not (values.shape == old_values.shape == returns.shape) or values.dim() != 1:
-        raise ConfigError(f"value_loss needs three (N,) tensors, got {list(values.shape)}, "
-                          f"{list(old_values.shape)}, {list(returns.shape)}")
-    if values.numel() == 0:
-        return values.sum() * 0.0
-    r = returns.detach().to(values)
-    err = (values - r) ** 2                                                       # (N,)
-    if clip is not None:
-        old = old_values.detach().to(values)
-        clipped = old + (values - old).clamp(-clip, clip)                         # (N,)
-        err = torch.maximum(err, (clipped - r) ** 2)
-    return err.mean()
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:

@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from deciplane.engine.episodes import RolloutStats, make_vector_env
 from deciplane.trainers.config import EnvConfig
-from deciplane.trainers.rollout import RolloutStats, make_vector_env
 
 TEXTWORLD = "deciplane/TextWorld-v0"
 

@@ -1,7 +1,8 @@
 """GRPO-family training on single-turn verifiable tasks (``deciplane/Math-v0``).
 
-Rollouts and the update come from :mod:`deciplane.trainers.single_turn` (the core the
-test-time adapters share); the reward is the environment's math-verify check on the
+Rollouts and the update come from :mod:`deciplane.engine` (sampling and
+:class:`~deciplane.engine.grpo.GRPOUpdate`, the core the test-time adapters share; the
+update runs on the training loop's optimizer, which the loop checkpoints); the reward is the environment's math-verify check on the
 *train* split; before/after accuracy comes from the held-out scorer on the test split
 (gold in the scorer's process, greedy answers).
 """
@@ -10,11 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
+from deciplane.engine.budget import Budget
+from deciplane.engine.generation import generate_texts, sample_groups
+from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
+from deciplane.engine.optim import Optimizer
+from deciplane.envs.benchmarks import load_benchmark
+from deciplane.trainers.algorithm import Algorithm, RolloutBatch, SampleGroups
 from deciplane.trainers.config import MathGRPOConfig
-from deciplane.trainers.trainer import Algorithm, Objectives, RolloutBatch
 
 SYSTEM_PROMPT = "Solve the math problem. Give the final answer as a number."
 
@@ -26,22 +33,18 @@ class MathGRPO(Algorithm):
 
     def __init__(self, config: MathGRPOConfig, policy: Any) -> None:
         super().__init__(config, policy)
-        import gymnasium as gym
-
-        from deciplane.trainers.single_turn import Budget, GRPOConfig
-
         c = config
         self.env = gym.make("deciplane/Math-v0", benchmark=c.benchmark, split="train",
                             **c.env_kwargs).unwrapped
         self.n_train = len(self.env)
-        aggregation = {"token": "token_mean", "sequence": "seq_mean"}[c.aggregation]
+        aggregation = c.aggregation
         if c.advantage == "dr_grpo":
             aggregation = "seq_sum_const"
         self.grpo = GRPOConfig(
             advantage=c.advantage, clip_eps=c.clip_eps,
             clip_eps_high=c.clip_eps_high if c.clip == "clip_higher" else None,
             ratio="sequence" if c.clip == "gspo" else "token", aggregation=aggregation,
-            max_len=c.max_new_tokens, kl_coef=c.beta, temperature=c.temperature,
+            max_len=c.max_new_tokens, kl_coef=c.kl_coef, temperature=c.temperature,
             epochs=c.optim.epochs, minibatches=c.optim.minibatches,
             micro_batch_size=c.optim.micro_batch_size, max_grad_norm=c.optim.max_grad_norm)
         self.budget = Budget()
@@ -54,9 +57,7 @@ class MathGRPO(Algorithm):
     def split_fingerprints(self) -> dict[str, str]:
         return dict(self._fps)
 
-    def rollout(self, iteration: int, seed: int) -> RolloutBatch:
-        from deciplane.trainers.single_turn import sample_groups
-
+    def rollout(self, iteration: int, seed: int) -> RolloutBatch[SampleGroups]:
         c = self.config
         rng = np.random.default_rng(seed % (2**63))
         idx = [int(i) for i in rng.choice(self.n_train, size=c.prompts_per_step, replace=False)]
@@ -85,39 +86,26 @@ class MathGRPO(Algorithm):
                        [len({t.turns[0].reward for t in g}) > 1 for g in groups])),
                    "rollout/pass_at_group": float(np.mean(solved)),
                    "rollout/tokens_per_sample": n_tok / max(1, len(rewards))}
-        return RolloutBatch(n_units=len(rewards), data=groups, env_steps=len(rewards),
+        return RolloutBatch(n_units=len(rewards), data=SampleGroups(groups), env_steps=len(rewards),
                             episodes=len(rewards), metrics=metrics)
 
-    def update(self, batch: RolloutBatch, optimizer: torch.optim.Optimizer
+    def update(self, batch: RolloutBatch[SampleGroups], optimizer: Optimizer
                ) -> tuple[dict[str, float], int, int]:
-        """One GRPO-family step of the single-turn core with the trainer's AdamW."""
-        from deciplane.trainers.single_turn import GRPOUpdate, Optimizer
-
+        """One GRPO-family step (:class:`~deciplane.engine.grpo.GRPOUpdate`) on the loop's
+        optimizer (checkpointed and resumed by the loop)."""
         if self._update is None:
-            o = self.config.optim
-            wrapped = Optimizer(self.policy.trainable_parameters(), lr=o.lr,
-                                weight_decay=o.weight_decay, betas=tuple(o.betas),
-                                max_grad_norm=o.max_grad_norm, budget=self.budget)
-            wrapped.opt = optimizer  # the trainer's AdamW: checkpointed and resumed by it
             self._update = GRPOUpdate(self.policy, self.grpo, budget=self.budget,
-                                      optimizer=wrapped)
-        before = (self.budget.optimizer_steps, self.budget.skipped_steps)
-        stats = self._update.step(batch.data)
-        steps = self.budget.optimizer_steps - before[0]
-        skipped = self.budget.skipped_steps - before[1]
+                                      optimizer=optimizer)
+        before = (optimizer.steps, optimizer.skipped)
+        stats = self._update.step(batch.data.groups)
+        steps = optimizer.steps - before[0]
+        skipped = optimizer.skipped - before[1]
         m = dict(stats.metrics)
         m["optim/skipped"] = float(stats.skipped)
         return m, steps, skipped
 
-    def loss(self, batch: RolloutBatch, micro: list[int], optimizer_batch: list[int]
-             ) -> Objectives:  # pragma: no cover - update() does the whole step
-        raise NotImplementedError("MathGRPO updates through single_turn.GRPOUpdate")
-
     def evaluate(self, split: str) -> dict[str, float]:
         """Greedy answers on ``split`` scored by the held-out scorer (gold never here)."""
-        from deciplane.envs import load_benchmark
-        from deciplane.trainers.single_turn import generate_texts
-
         c = self.config
         tasks, scorer = load_benchmark(c.benchmark, split, limit=c.eval_problems)
         try:

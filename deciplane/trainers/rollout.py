@@ -1,244 +1,26 @@
-"""Rollout collection over ``gymnasium.vector`` environments.
+"""Rollout collection for the trainers: the episode loop is
+:mod:`deciplane.engine.episodes` (shared with evaluation); the trajectory rewards the
+algorithms train on are here.
 
-Episodes are *grouped*: every iteration picks ``games_per_iteration`` initial states (a
-reset seed each, derived from ``(seed, iteration)``) and plays ``group_size`` episodes
-from each, all in one ``SyncVectorEnv`` so that the agent decides for every live episode
-in one batched forward pass. Episodes of the same initial state share a ``group_id`` —
-the group of the group baseline (GRPO/RLOO...).
-
-Two episode kinds:
-
-* :func:`collect_menu_episodes` — decision-plane (RLiD) agents; each turn stores the
-  :class:`~deciplane.types.Decision` (old log-probs on the exact menu) and the env expert's
-  menu index when the env offers one (``info["expert_action"]``, for distillation/BC);
-* :func:`collect_text_episodes` — free-text agents; each turn stores prompt/response token
-  ids and the old per-token log-probs, so token losses keep the turn id of every token
-  (TLM-DRE). An unmatched command is an *invalid turn*: the env gets a masked menu index
-  (no state change, reward 0), the turn is counted and can be penalised.
-
-All randomness (reset seeds, sampling) is a function of the seeds passed in, so a rollout
-is reproducible from ``(seed, iteration)`` and the current weights alone.
+* :func:`~deciplane.engine.episodes.collect_menu_episodes`,
+  :func:`~deciplane.engine.episodes.collect_text_episodes`,
+  :func:`~deciplane.engine.episodes.collect_expert_episodes`,
+  :class:`~deciplane.engine.episodes.RolloutStats`,
+  :func:`~deciplane.engine.episodes.make_vector_env` (imported here as in 0.1);
+* :func:`trajectory_rewards` — one scalar reward per trajectory (``return`` or ``won``,
+  step and invalid-turn penalties).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
-import gymnasium as gym
 import numpy as np
 
-from deciplane.types import Menu, Trajectory, Turn
-
-EnvFactory = Callable[[], gym.Env]
-
-
-@dataclass
-class RolloutStats:
-    """What a rollout cost and how it went."""
-
-    env_steps: int = 0
-    episodes: int = 0
-    won: int = 0
-    invalid: int = 0
-    return_sum: float = 0.0
-    length_sum: int = 0
-
-    def merge(self, other: "RolloutStats") -> "RolloutStats":
-        return RolloutStats(*(getattr(self, f) + getattr(other, f) for f in
-                              ("env_steps", "episodes", "won", "invalid", "return_sum",
-                               "length_sum")))
-
-    def metrics(self, prefix: str = "rollout") -> dict[str, float]:
-        n = max(1, self.episodes)
-        return {f"{prefix}/success": self.won / n, f"{prefix}/return": self.return_sum / n,
-                f"{prefix}/episode_len": self.length_sum / n,
-                f"{prefix}/invalid_rate": self.invalid / max(1, self.env_steps),
-                f"{prefix}/episodes": float(self.episodes)}
-
-
-def make_vector_env(env_fns: Sequence[EnvFactory]) -> gym.vector.SyncVectorEnv:
-    """A ``SyncVectorEnv`` with next-step autoreset (finished slots are simply ignored)."""
-    return gym.vector.SyncVectorEnv(list(env_fns), copy=False,
-                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
-
-
-def _info_at(infos: dict[str, Any], key: str, i: int, default: Any = None) -> Any:
-    """Value of ``key`` for sub-env ``i`` in a vector env's info dict."""
-    if key not in infos:
-        return default
-    present = infos.get("_" + key)
-    if present is not None and not bool(present[i]):
-        return default
-    v = infos[key][i]
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _menu_at(infos: dict[str, Any], i: int) -> Menu:
-    m = _info_at(infos, "menu", i)
-    if m is None:
-        raise KeyError("the environment returned no info['menu']; menu and text agents "
-                       "need the menu contract of deciplane/TextWorld-v0")
-    return m if isinstance(m, Menu) else Menu(tuple(m))
-
-
-class _Slot:
-    """One episode being played in one sub-env."""
-
-    def __init__(self, group_id: str, meta: dict[str, Any]) -> None:
-        self.turns: list[Turn] = []
-        self.group_id = group_id
-        self.meta = meta
-        self.done = False
-        self.won = False
-        self.truncated = False
-        self.obs = ""
-        self.menu: Menu | None = None
-        self.expert: int | None = None
-        self.history: list[tuple[str, str]] = []   # (observation, action) of past turns
-
-    def trajectory(self) -> Trajectory:
-        return Trajectory(turns=self.turns, group_id=self.group_id, won=self.won,
-                          truncated=self.truncated, meta=dict(self.meta))
-
-
-def group_reset_seeds(base_seed: int, games: int) -> list[int]:
-    """``games`` distinct reset seeds derived from ``base_seed`` (one per group)."""
-    rng = np.random.default_rng(base_seed)
-    return [int(s) for s in rng.choice(2**31 - 1, size=games, replace=False)]
-
-
-def _episodes(vec: gym.vector.VectorEnv, reset_seeds: Sequence[int], group_size: int,
-              max_steps: int, act: Callable[[list[_Slot], list[int], int], list[int]],
-              group_prefix: str, step_seed: int) -> tuple[list[Trajectory], RolloutStats]:
-    """Play ``len(reset_seeds) * group_size`` episodes in ``vec`` (which must have exactly
-    that many sub-envs). ``act(slots, live_indices, turn_seed)`` fills each live slot's new
-    turn and returns the env actions."""
-    n = len(reset_seeds) * group_size
-    if vec.num_envs != n:
-        raise ValueError(f"vector env has {vec.num_envs} sub-envs but {n} episodes were "
-                         "requested; build it with games_per_iteration * group_size envs")
-    seeds = [int(s) for s in reset_seeds for _ in range(group_size)]
-    slots = [_Slot(f"{group_prefix}{s}", {"reset_seed": s}) for s in seeds]
-    obs, infos = vec.reset(seed=seeds)
-    for i, slot in enumerate(slots):
-        slot.obs = str(obs[i])
-        slot.menu = _menu_at(infos, i)
-        slot.expert = _info_at(infos, "expert_action", i)
-        game = _info_at(infos, "game", i)
-        if game is not None:
-            slot.meta["game"] = str(game)
-    stats = RolloutStats()
-    for t in range(max_steps):
-        live = [i for i, s in enumerate(slots) if not s.done]
-        if not live:
-            break
-        actions = act(slots, live, (step_seed + 1_000_003 * (t + 1)) % (2**63 - 1))
-        full = np.zeros(n, dtype=np.int64)
-        for i, a in zip(live, actions):
-            full[i] = a
-        obs, rewards, terms, truncs, infos = vec.step(full)
-        for i in live:
-            slot = slots[i]
-            turn = slot.turns[-1]
-            turn.reward = float(rewards[i])
-            turn.info["invalid_action"] = bool(_info_at(infos, "invalid_action", i, False))
-            stats.env_steps += 1
-            stats.invalid += int(turn.invalid)
-            slot.history.append((slot.obs, turn.action))
-            slot.obs = str(obs[i])
-            won = bool(_info_at(infos, "won", i, False))
-            if terms[i] or truncs[i] or t == max_steps - 1:
-                slot.done = True
-                slot.won = won
-                slot.truncated = bool(truncs[i]) or (not terms[i])
-            else:
-                slot.menu = _menu_at(infos, i)
-                slot.expert = _info_at(infos, "expert_action", i)
-    trajs = [s.trajectory() for s in slots]
-    for tr in trajs:
-        stats.episodes += 1
-        stats.won += int(tr.won)
-        stats.return_sum += tr.total_reward
-        stats.length_sum += len(tr)
-    return trajs, stats
-
-
-def collect_menu_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Sequence[int],
-                          group_size: int, max_steps: int, seed: int,
-                          greedy: bool = False) -> tuple[list[Trajectory], RolloutStats]:
-    """Grouped episodes with a decision-plane agent (``MenuAgent``).
-
-    Each turn stores the Decision (old log-probs over the exact menu) and, when the env
-    offers it, the expert's menu index (``Turn.expert_index``).
-    """
-
-    def act(slots: list[_Slot], live: list[int], turn_seed: int) -> list[int]:
-        sl = [slots[i] for i in live]
-        decisions = agent.act([s.obs for s in sl], [s.menu for s in sl],
-                              histories=[list(s.history) for s in sl], seed=turn_seed)
-        out = []
-        for s, d in zip(sl, decisions):
-            s.turns.append(Turn(observation=s.obs, action=d.action, reward=0.0, decision=d,
-                                expert_index=None if s.expert is None else int(s.expert)))
-            out.append(int(d.index))
-        return out
-
-    return _episodes(vec, reset_seeds, group_size, max_steps, act, "g", seed)
-
-
-def collect_expert_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Sequence[int],
-                            max_steps: int, seed: int) -> tuple[list[Trajectory], RolloutStats]:
-    """Episodes that follow the env expert (``info["expert_action"]``), one per reset seed,
-    recording the agent's Decision record of every visited state (for behaviour cloning:
-    the target is ``Turn.expert_index``)."""
-
-    def act(slots: list[_Slot], live: list[int], turn_seed: int) -> list[int]:
-        sl = [slots[i] for i in live]
-        decisions = agent.act([s.obs for s in sl], [s.menu for s in sl],
-                              histories=[list(s.history) for s in sl], seed=turn_seed)
-        out = []
-        for s, d in zip(sl, decisions):
-            if s.expert is None:
-                raise KeyError("behaviour cloning needs info['expert_action']; build the env "
-                               "with expert=True (TextWorld-v0) or disable the warm start")
-            e = int(s.expert)
-            s.turns.append(Turn(observation=s.obs, action=s.menu[e], reward=0.0, decision=d,
-                                expert_index=e))
-            out.append(e)
-        return out
-
-    return _episodes(vec, reset_seeds, 1, max_steps, act, "x", seed)
-
-
-def collect_text_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Sequence[int],
-                          group_size: int, max_steps: int, seed: int
-                          ) -> tuple[list[Trajectory], RolloutStats]:
-    """Grouped episodes with a free-text agent (``TextAgent``): token ids + old token
-    log-probs per turn; an unmatched command is an invalid turn (masked index, no change)."""
-
-    def act(slots: list[_Slot], live: list[int], turn_seed: int) -> list[int]:
-        sl = [slots[i] for i in live]
-        decisions = agent.act([s.obs for s in sl], [s.menu for s in sl],
-                              histories=[list(s.history) for s in sl], seed=turn_seed)
-        out = []
-        for s, d in zip(sl, decisions):
-            invalid = d.index is None or bool(getattr(d, "invalid", False))
-            idx = _masked_index_for(s) if invalid else int(d.index)
-            s.turns.append(Turn(observation=s.obs, action=str(d.command or d.text),
-                                reward=0.0, prompt_ids=d.prompt_ids, response_ids=d.response_ids,
-                                response_logprobs=d.response_logprobs, invalid=invalid,
-                                expert_index=None if s.expert is None else int(s.expert),
-                                info={"text": d.text}))
-            out.append(idx)
-        return out
-
-    def _masked_index_for(s: _Slot) -> int:
-        n = len(s.menu) if s.menu is not None else 0
-        space_n = int(getattr(vec.single_action_space, "n", n + 1))
-        return n if n < space_n else space_n - 1
-
-    return _episodes(vec, reset_seeds, group_size, max_steps, act, "g", seed)
+from deciplane.engine.episodes import (RolloutStats, collect_expert_episodes,
+                                       collect_menu_episodes, collect_text_episodes,
+                                       make_vector_env)
+from deciplane.types import Trajectory
 
 
 def trajectory_rewards(trajs: Sequence[Trajectory], kind: str = "return",
@@ -250,3 +32,7 @@ def trajectory_rewards(trajs: Sequence[Trajectory], kind: str = "return",
         base = float(tr.won) if kind == "won" else tr.total_reward
         out[i] = base - step_penalty * len(tr) - invalid_penalty * sum(t.invalid for t in tr.turns)
     return out
+
+
+__all__ = ["RolloutStats", "collect_expert_episodes", "collect_menu_episodes",
+           "collect_text_episodes", "make_vector_env", "trajectory_rewards"]

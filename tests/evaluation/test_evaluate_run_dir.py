@@ -21,7 +21,7 @@ from deciplane.trainers.config import load_config
 from deciplane.evaluation.evaluate import evaluate_agent
 from deciplane.evaluation.run_eval import (eval_agent_for, load_trained_policy, read_policy_state,
                                          resolve_checkpoint, run_env_kwargs)
-from deciplane.trainers.trainer import build_policy, run_training
+from deciplane.trainers.run import build_policy, run_training
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 runner = CliRunner()
@@ -197,7 +197,7 @@ def test_math_run_on_its_benchmark(tmp_path):
     held-out evaluation (same prompt, token budget, first 4 test tasks)."""
     from deciplane.envs import load_benchmark
     from deciplane.trainers.math_grpo import MathGRPO
-    from deciplane.trainers.single_turn import generate_texts
+    from deciplane.engine.generation import generate_texts
 
     run = tmp_path / "math"
     summary = run_training(load_config(data=MATH_RUN), run_dir=run)

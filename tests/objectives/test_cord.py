@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from deciplane.errors import ConfigError, ObjectiveInputError
-from deciplane.objectives import CordGradBuffers, CORDConfig, cord_combine, cord_stats
+from deciplane.objectives import CordGradBuffers, CORDLossConfig, cord_combine, cord_stats
 
 T = torch.tensor
 
@@ -79,10 +79,10 @@ def test_grad_buffers_accumulate_over_micro_batches_and_write_grads():
         bufs.accumulate(task, teacher)
     assert torch.allclose(bufs.task, T([2.0, 0.0, 2.0]))
     assert torch.allclose(bufs.teacher, T([1.0, 1.0, 0.0]))
-    g = bufs.write_combined(CORDConfig(lam=1.0, protected="task", mode="conflict"))
+    g = bufs.write_combined(CORDLossConfig(lam=1.0, protected="task", mode="conflict"))
     assert torch.allclose(g, T([3.0, 1.0, 2.0]))
     assert torch.allclose(w.grad, T([3.0, 1.0])) and torch.allclose(bias.grad, T([2.0]))
-    assert bufs.stats(CORDConfig())["cord/conflict"] == 0.0
+    assert bufs.stats(CORDLossConfig())["cord/conflict"] == 0.0
     bufs.reset()
     assert float(bufs.task.abs().sum()) == 0.0 and bufs.micro_batches == 0
 
@@ -101,14 +101,14 @@ def test_grad_buffers_match_autograd_for_a_real_module():
     ref = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     assert torch.allclose(bufs.task, ref, atol=1e-6)
     # lambda = 0: the written gradient is exactly the task gradient
-    bufs.write_combined(CORDConfig(lam=0.0))
+    bufs.write_combined(CORDLossConfig(lam=0.0))
     assert torch.allclose(torch.cat([p.grad.reshape(-1) for p in net.parameters()]), ref,
                           atol=1e-6)
 
 
 def test_validation():
     with pytest.raises(ConfigError, match="'task', 'teacher'"):
-        CORDConfig(protected="student")
+        CORDLossConfig(protected="student")
     with pytest.raises(ConfigError, match="'conflict', 'always'"):
         cord_combine(T([1.0]), T([1.0]), 1.0, "task", "sometimes")
     with pytest.raises(ObjectiveInputError, match="same length"):

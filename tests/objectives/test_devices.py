@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deciplane.objectives import (ADVANTAGE_ESTIMATORS, CordGradBuffers, CORDConfig,
-                                  ERPOConfig, PolicyLossConfig, RLiDConfig, TASCOConfig,
-                                  TLMDREConfig, TTPOConfig, erpo_loss, gae,
+from deciplane.objectives import (ADVANTAGE_ESTIMATORS, CordGradBuffers, CORDLossConfig,
+                                  ERPOLossConfig, PolicyLossConfig, RLiDLossConfig, TASCOLossConfig,
+                                  TLMDRELossConfig, TTPOLossConfig, erpo_loss, gae,
                                   is_degenerate_batch, menu_log_softmax, policy_loss,
                                   rlid_loss, tasco_loss, tlm_dre_loss, ttpo_loss)
 
@@ -53,18 +53,18 @@ def _all_losses(dev: str) -> dict[str, float]:
         out[f"pl/{ratio}"] = policy_loss(cfg, x["logp"], x["old"], x["adv"], x["mask"],
                                          x["ref"]).loss.item()
     lp = menu_log_softmax(x["menu_logits"], x["menu_mask"])
-    out["rlid"] = rlid_loss(RLiDConfig(), lp, torch.tensor([0, 1, 2, 0]),
+    out["rlid"] = rlid_loss(RLiDLossConfig(), lp, torch.tensor([0, 1, 2, 0]),
                             lp.detach()[:, 0] - 0.1, x["adv"], cpu_ids, x["menu_mask"],
                             cpu_ids).loss.item()
-    out["tlm"] = tlm_dre_loss(TLMDREConfig(), x["logp"], x["old"], x["ref"], x["adv"],
+    out["tlm"] = tlm_dre_loss(TLMDRELossConfig(), x["logp"], x["old"], x["ref"], x["adv"],
                               x["turns"]).loss.item()
     ent = -(x["logits"].softmax(-1) * x["logits"].log_softmax(-1)).sum(-1)
     agree = torch.tensor([True, False, True, False], device=dev)
-    out["ttpo"] = ttpo_loss(TTPOConfig(), x["ref"].abs(), ent, x["logp"], x["mask"], agree,
+    out["ttpo"] = ttpo_loss(TTPOLossConfig(), x["ref"].abs(), ent, x["logp"], x["mask"], agree,
                             x["adv"]).loss.item()
     out["tasco"] = tasco_loss(x["logits"], [x["logits2"]], x["mask"],
-                              TASCOConfig().mu).loss.item()
-    out["erpo"] = erpo_loss(ERPOConfig(), x["logp"], None, x["adv"].clamp(max=0), x["mask"],
+                              TASCOLossConfig().mu).loss.item()
+    out["erpo"] = erpo_loss(ERPOLossConfig(), x["logp"], None, x["adv"].clamp(max=0), x["mask"],
                             ent).loss.item()
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 2).to(dev)
@@ -72,7 +72,7 @@ def _all_losses(dev: str) -> dict[str, float]:
     for xb in x["menu_logits"].split(2):
         y = net(xb)
         bufs.accumulate(y[:, 0].mean(), -y[:, 1].mean() - y[:, 0].mean())
-    out["cord"] = float(bufs.write_combined(CORDConfig(lam=0.5, mode="always")).sum())
+    out["cord"] = float(bufs.write_combined(CORDLossConfig(lam=0.5, mode="always")).sum())
     assert all(p.grad.device == p.device for p in net.parameters())
     return out
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from deciplane.errors import ConfigError, ObjectiveInputError
-from deciplane.objectives import (BIAS_TERMS, RLiDConfig, contextual_calibration,
+from deciplane.objectives import (BIAS_TERMS, RLiDLossConfig,
                                   decision_entropy, decision_ppo_loss, group_ids_from_keys,
                                   length_balanced_weights, menu_log_softmax, menu_marginal_kl,
                                   rlid_loss, weighted_mean)
@@ -90,12 +90,6 @@ def test_menu_kl_gradient_debiases_marginal():
     assert float(logits.grad[:, 0].sum()) > 0 > float(logits.grad[:, 1].sum())
 
 
-def test_contextual_calibration_removes_label_prior():
-    logits = T([[0.8, 0.2]]).log()
-    cal = contextual_calibration(logits, T([0.8, 0.2]).log(), torch.ones(1, 2, dtype=torch.bool))
-    assert torch.allclose(cal.exp(), T([[0.5, 0.5]]))
-
-
 def test_rlid_loss_composition_and_bias_control_options():
     logits = T([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.5, 0.5, 0.0]], requires_grad=True)
     mask = T([[1, 1, 0], [1, 1, 0], [1, 1, 1]]).bool()
@@ -104,25 +98,23 @@ def test_rlid_loss_composition_and_bias_control_options():
                 advantages=T([1.0, -1.0, 0.5]), episode_ids=T([0, 0, 1]), menu_mask=mask,
                 menu_ids=T([0, 0, 1]))
     # on-policy ratio 1: ppo_i = -A_i; weights [.75, .75, 1.5] -> (-.75 + .75 - .75) / 3
-    none = rlid_loss(RLiDConfig(bias_control="none"), lp, **args)
+    none = rlid_loss(RLiDLossConfig(bias_control="none"), lp, **args)
     assert none.loss.item() == pytest.approx(-0.25)
     kl = menu_marginal_kl(lp, mask, args["menu_ids"])
-    mk = rlid_loss(RLiDConfig(bias_control="menu_kl", beta_menu=0.5), lp, **args)
+    mk = rlid_loss(RLiDLossConfig(bias_control="menu_kl", beta_menu=0.5), lp, **args)
     assert mk.loss.item() == pytest.approx(-0.25 + 0.5 * kl.item())
     ent = decision_entropy(lp, mask).mean()
-    en = rlid_loss(RLiDConfig(bias_control="entropy", entropy_coef=0.1), lp, **args)
+    en = rlid_loss(RLiDLossConfig(bias_control="entropy", entropy_coef=0.1), lp, **args)
     assert en.loss.item() == pytest.approx(-0.25 - 0.1 * ent.item())
-    cal = rlid_loss(RLiDConfig(bias_control="calibration"), lp, **args)
-    assert cal.loss.item() == pytest.approx(-0.25)
-    flat = rlid_loss(RLiDConfig(bias_control="none", length_balance=False), lp, **args)
+    flat = rlid_loss(RLiDLossConfig(bias_control="none", length_balance=False), lp, **args)
     assert flat.loss.item() == pytest.approx((-1.0 + 1.0 - 0.5) / 3)
     mk.loss.backward()
     assert torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
-    assert set(BIAS_TERMS) == {"none", "menu_kl", "entropy", "calibration"}
+    assert set(BIAS_TERMS) == {"none", "menu_kl", "entropy"}
 
 
 def test_rlid_config_validation():
-    with pytest.raises(ConfigError, match="'none', 'menu_kl', 'entropy', 'calibration'"):
-        RLiDConfig(bias_control="both")
+    with pytest.raises(ConfigError, match="'none', 'menu_kl', 'entropy'"):
+        RLiDLossConfig(bias_control="both")
     with pytest.raises(ConfigError):
-        RLiDConfig(beta_menu=-1.0)
+        RLiDLossConfig(beta_menu=-1.0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from deciplane.errors import ConfigError, ObjectiveInputError
-from deciplane.objectives import (ERPOConfig, TASCOConfig, consistency_kl, entropy_ceiling,
+from deciplane.objectives import (ERPOLossConfig, TASCOLossConfig, consistency_kl, entropy_ceiling,
                                   erpo_advantages, erpo_loss, mean_entropy, probe_consensus,
                                   random_perturbation, rank_mask, sam_perturbation, tasco_loss)
 
@@ -60,7 +60,7 @@ def test_perturbations():
     b = random_perturbation(p, 0.01, torch.Generator().manual_seed(3))[0]
     assert torch.equal(a, b) and float(a.std()) == pytest.approx(0.01, rel=0.05)
     with pytest.raises(ConfigError, match="'random', 'sam'"):
-        TASCOConfig(perturbation="gaussian")
+        TASCOLossConfig(perturbation="gaussian")
 
 
 # ------------------------------------------------------------------------------- ERPO
@@ -104,11 +104,11 @@ def test_entropy_ceiling_hand_computed():
 def test_erpo_loss_pushes_down_low_consensus_only():
     logp = T([[-0.5, -0.5], [-1.0, -1.0]], requires_grad=True)
     ent = T([[0.5, 0.5], [0.5, 0.5]])
-    out = erpo_loss(ERPOConfig(alpha=1.0, h_max=1.0), logp, None, T([0.0, -1.0]),
+    out = erpo_loss(ERPOLossConfig(alpha=1.0, h_max=1.0), logp, None, T([0.0, -1.0]),
                     torch.ones(2, 2, dtype=torch.bool), ent)
     # on-policy ratio 1: token losses [0, 0, 1, 1] -> token mean .5; entropy below ceiling
     assert out.loss.item() == pytest.approx(0.5)
     out.loss.backward()
     assert logp.grad[0].abs().sum() == 0 and torch.all(logp.grad[1] > 0)
     with pytest.raises(ConfigError, match="'constant', 'margin'"):
-        ERPOConfig(advantage="rank")
+        ERPOLossConfig(advantage="rank")

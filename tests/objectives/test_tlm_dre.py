@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from deciplane.errors import ConfigError, MissingTurnIds
-from deciplane.objectives import (TLMDREConfig, asymmetric_token_loss, tlm_dre_loss,
+from deciplane.objectives import (TLMDRELossConfig, asymmetric_token_loss, tlm_dre_loss,
                                   token_turn_weights, turn_confidence, turn_mean_aggregate,
                                   turn_weights)
 
@@ -58,29 +58,29 @@ def test_positive_and_negative_settings_act_separately():
     mask = torch.ones(1, 2, dtype=torch.bool)
     base = dict(alpha_pos=1.0, alpha_neg=1.0, eps_high_pos=0.2, eps_high_neg=0.2)
     # A > 0, ratio 1.25 clipped at 1.2: loss = -s * 1.2
-    pos = asymmetric_token_loss(logp, old, T([1.0]), s, mask, TLMDREConfig(**base))
+    pos = asymmetric_token_loss(logp, old, T([1.0]), s, mask, TLMDRELossConfig(**base))
     assert torch.allclose(pos, T([[-0.6, -2.4]]))
     # changing only the positive upper clip changes positive trajectories...
     pos_hi = asymmetric_token_loss(logp, old, T([1.0]), s, mask,
-                                   TLMDREConfig(**{**base, "eps_high_pos": 0.28}))
+                                   TLMDRELossConfig(**{**base, "eps_high_pos": 0.28}))
     assert torch.allclose(pos_hi, T([[-0.625, -2.5]]))
     # ...and not negative ones (A < 0: loss = s * max(1.25, 1.2) = s * 1.25)
-    for cfg in (TLMDREConfig(**base), TLMDREConfig(**{**base, "eps_high_pos": 0.28,
+    for cfg in (TLMDRELossConfig(**base), TLMDRELossConfig(**{**base, "eps_high_pos": 0.28,
                                                       "alpha_pos": 0.0})):
         neg = asymmetric_token_loss(logp, old, T([-1.0]), s, mask, cfg)
         assert torch.allclose(neg, T([[0.625, 2.5]]))
     # alpha_neg = 0 switches the turn weighting off for negative trajectories only
     neg0 = asymmetric_token_loss(logp, old, T([-1.0]), s, mask,
-                                 TLMDREConfig(**{**base, "alpha_neg": 0.0}))
+                                 TLMDRELossConfig(**{**base, "alpha_neg": 0.0}))
     assert torch.allclose(neg0, T([[1.25, 1.25]]))
     assert torch.allclose(asymmetric_token_loss(logp, old, T([1.0]), s, mask,
-                                                TLMDREConfig(**{**base, "alpha_neg": 0.0})),
+                                                TLMDRELossConfig(**{**base, "alpha_neg": 0.0})),
                           pos)
 
 
 def test_tlm_dre_loss_hand_computed():
     logp = T([[-0.5, -0.7, 0.0, -1.0]], requires_grad=True)
-    out = tlm_dre_loss(TLMDREConfig(), logp, logp.detach(), REF, T([1.0]), TURNS)
+    out = tlm_dre_loss(TLMDRELossConfig(), logp, logp.detach(), REF, T([1.0]), TURNS)
     # ratio 1, A = 1: token loss -s_t; turn means [-s_0, -s_1]; turn mean of those
     assert out.loss.item() == pytest.approx(-(S_HAND[0] + S_HAND[1]) / 2, abs=1e-6)
     out.loss.backward()
@@ -91,15 +91,15 @@ def test_tlm_dre_loss_hand_computed():
 def test_missing_turn_ids_raise():
     z = torch.zeros(1, 3)
     with pytest.raises(MissingTurnIds, match="turn_ids"):
-        tlm_dre_loss(TLMDREConfig(), z, z, z, T([1.0]), None)
+        tlm_dre_loss(TLMDRELossConfig(), z, z, z, T([1.0]), None)
     with pytest.raises(MissingTurnIds, match="all -1"):
-        tlm_dre_loss(TLMDREConfig(), z, z, z, T([1.0]), T([[-1, -1, -1]]))
+        tlm_dre_loss(TLMDRELossConfig(), z, z, z, T([1.0]), T([[-1, -1, -1]]))
     with pytest.raises(MissingTurnIds):
         turn_confidence(z, None)
 
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="tau"):
-        TLMDREConfig(tau=0.0)
+        TLMDRELossConfig(tau=0.0)
     with pytest.raises(ConfigError, match="s_max"):
-        TLMDREConfig(s_min=2.0, s_max=1.0)
+        TLMDRELossConfig(s_min=2.0, s_max=1.0)

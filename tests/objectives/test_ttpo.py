@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from deciplane.errors import ConfigError
-from deciplane.objectives import (TTPOConfig, confident_error_scores, median_mask,
+from deciplane.objectives import (TTPOLossConfig, confident_error_scores, median_mask,
                                   negative_branch_loss, normalized_entropy, opsd_loss,
                                   ttpo_loss, ttpo_token_weights)
 
@@ -78,7 +78,7 @@ def test_negative_branch_loss_hand_computed_and_pushes_errors_down():
 
 
 def test_ttpo_loss_hand_computed():
-    cfg = TTPOConfig(lam=0.1, entropy_clip_quantile=1.0)
+    cfg = TTPOLossConfig(lam=0.1, entropy_clip_quantile=1.0)
     # row 0 (agree): KL [.1, .2, .3, .4] -> D = [0, 1/3, 2/3, 1]; H = [0, 1/3, 2/3, 1]
     #   w = [0, 5/9, 8/9, 1]; L_OPSD = (5/9 * .2 + 8/9 * .3 + .4) / 4 = .194444
     # row 1 (disagree): H = [0, .5, 1, .25] -> s = [1, 1, 0, 2.25], m = [1, 1, 0, 1]
@@ -99,4 +99,4 @@ def test_ttpo_loss_hand_computed():
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="entropy_clip_quantile"):
-        TTPOConfig(entropy_clip_quantile=1.5)
+        TTPOLossConfig(entropy_clip_quantile=1.5)

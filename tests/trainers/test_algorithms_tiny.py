@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from deciplane.trainers.config import load_config
-from deciplane.trainers.trainer import Trainer, build_algorithm, build_policy, run_training
+from deciplane.trainers.run import build_algorithm, build_policy, run_training
+from deciplane.trainers.trainer import Trainer
 
 from .coinflip_env import register as register_coinflip
 

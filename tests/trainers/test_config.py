@@ -87,3 +87,36 @@ def test_shipped_configs_load(path):
 def test_missing_file_says_what_to_pass(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
+
+
+# ---------------------------------------------------------------------------------------
+# 0.2 renames: old keys/values/names keep working for one release, with a warning
+# ---------------------------------------------------------------------------------------
+
+
+def test_math_grpo_old_keys_and_values_load_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="beta is kl_coef"):
+        with pytest.warns(DeprecationWarning, match="aggregation=sequence is aggregation=seq_mean"):
+            cfg = load_config(data={"algorithm": "math_grpo", "beta": 0.05,
+                                    "aggregation": "sequence"})
+    assert cfg.kl_coef == 0.05 and cfg.aggregation == "seq_mean"
+    with pytest.raises(ConfigError, match="beta is the old name of kl_coef"):
+        load_config(data={"algorithm": "math_grpo", "beta": 0.1, "kl_coef": 0.1})
+
+
+def test_tlm_dre_section_is_the_loss_config_and_alpha_neg_default_is_the_shipped_one():
+    from deciplane.objectives.tlm_dre import TLMDRELossConfig
+
+    cfg = load_config("configs/text_ppo_tlm_dre.yaml")
+    assert isinstance(cfg.tlm_dre, TLMDRELossConfig) and cfg.tlm_dre.enabled
+    assert cfg.tlm_dre.alpha_neg == 0.5 == TLMDRELossConfig().alpha_neg
+
+
+def test_old_loss_config_names_import_with_a_deprecation_warning():
+    import deciplane.objectives as objectives
+
+    for old, new in [("RLiDConfig", "RLiDLossConfig"), ("TLMDREConfig", "TLMDRELossConfig"),
+                     ("TTPOConfig", "TTPOLossConfig"), ("CORDConfig", "CORDLossConfig"),
+                     ("TASCOConfig", "TASCOLossConfig"), ("ERPOConfig", "ERPOLossConfig")]:
+        with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
+            assert getattr(objectives, old) is getattr(objectives, new)

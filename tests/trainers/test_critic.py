@@ -16,13 +16,15 @@ import torch
 from deciplane.errors import ConfigError
 from deciplane.objectives.rlid import rlid_loss
 from deciplane.trainers import checkpoint as ckpt
-from deciplane.trainers.algorithms import menu_ids, pad_menu_log_probs
+from deciplane.trainers.rlid_ppo import menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import describe_config, load_config, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, LastHidden, ValueHead, explained_variance,
                                        flat_to_turns, gae_advantages, turn_rewards,
                                        value_loss)
 from deciplane.trainers.rollout import trajectory_rewards
-from deciplane.trainers.trainer import RolloutBatch, Trainer, build_algorithm, build_policy
+from deciplane.trainers.algorithm import RolloutBatch
+from deciplane.trainers.run import build_algorithm, build_policy
+from deciplane.trainers.trainer import Trainer
 from deciplane.types import Menu, Trajectory, Turn
 
 TINY = {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4, "lora_alpha": 8,
@@ -206,7 +208,7 @@ def test_hand_computed_turn_advantages_reach_the_loss_unchanged(lora_policy):
         assert metrics["critic/value_mean"] == pytest.approx(0.5)
 
         batch = RolloutBatch(n_units=4, data=data)
-        obj = algo.loss(batch, [0, 1, 2, 3], [0, 1, 2, 3])
+        obj = algo.loss(batch, [0, 1, 2, 3])  # unscaled: a mean over the 4 decisions
         lp, mask = pad_menu_log_probs([d.log_probs for d in decs])  # weights unchanged yet
         direct = rlid_loss(algo.rlid, lp, data.actions, data.old_logp,
                            torch.tensor(want_adv), data.episode_ids, mask,

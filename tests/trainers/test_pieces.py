@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from deciplane.trainers.algorithms import (expert_distill_loss, group_advantages, menu_ids,
-                                           pad_menu_log_probs, policy_distill_loss)
+from deciplane.engine.optim import combine_gradients
+from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
+from deciplane.trainers.rlid_ppo import group_advantages, menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import DistillConfig
 from deciplane.trainers.envs import GameSlotEnv
 from deciplane.trainers.rollout import (RolloutStats, collect_menu_episodes, make_vector_env,
                                         trajectory_rewards)
-from deciplane.trainers.trainer import combine_gradients
 from deciplane.types import Menu, Trajectory, Turn
 
 from .coinflip_env import CoinFlipEnv
@@ -108,7 +108,7 @@ def test_grouped_menu_rollout_records_groups_experts_and_steps():
 def test_lora_last_layers_only_adapts_the_top_layers():
     from deciplane.errors import ConfigError
     from deciplane.trainers.config import load_config
-    from deciplane.trainers.trainer import build_policy
+    from deciplane.trainers.run import build_policy
 
     cfg = load_config(data={"algorithm": "rlid_ppo",
                             "model": {"name": "deciplane/tiny", "lora_last_layers": 1}})

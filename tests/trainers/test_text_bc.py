@@ -7,11 +7,12 @@ from __future__ import annotations
 import torch
 
 from deciplane.agents.text import extract_command, normalise
-from deciplane.trainers.algorithms import (TextPPO, _PromptRecorder, collect_bc_episodes,
+from deciplane.trainers.text_ppo import TextPPO
+from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, text_bc_loss)
 from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import load_config
-from deciplane.trainers.trainer import build_policy
+from deciplane.trainers.run import build_policy
 
 CFG = {"algorithm": "text_ppo", "progress": False, "seed": 0, "style": "action",
        "max_new_tokens": 8, "history": 0,
@@ -48,7 +49,7 @@ def test_text_bc_warm_start_lowers_loss_and_copies_the_expert():
     algo = TextPPO(cfg, policy)
     try:
         # the very states the warm start trains on (same seed)
-        trajs, stats = collect_bc_episodes(algo.suite, _PromptRecorder(algo.agent),
+        trajs, stats = collect_bc_episodes(algo.suite, PromptRecorder(algo.agent),
                                            cfg.bc.episodes, cfg.env.max_episode_steps,
                                            iteration_seed(cfg.seed, -1, "bc"))
         prompts = [t.decision for tr in trajs for t in tr.turns]

@@ -399,10 +399,6 @@ class HeldOutScorer:
         """The split's tasks (id, prompt, meta), in the split's order."""
         return list(self._tasks)
 
-    @property
-    def task_ids(self) -> list[str]:
-        return [t.id for t in self._tasks]
-
     def __len__(self) -> int:
         return len(self._tasks)
 

@@ -30,7 +30,7 @@ class CodeOptEnv(gym.Env[str, str]):
         classic slow-vs-fast algorithm tasks written for deciplane (naive Fibonacci,
         quadratic de-duplication, bubble sort, trial-division primes, O(n^2) LIS, range
         sums, string prepending, pair counting). Candidates run untrusted in
-        :class:`deciplane.envs.Sandbox`. The reward follows METHODS §6 (the environment
+        :class:`deciplane.envs.Sandbox`. The reward follows docs/methods.md §6 (the environment
         of "Reinforcement Learning for Code Optimization"; PIE and Mercury metrics).
 
     Observation

@@ -202,7 +202,7 @@ def evaluate(task: CodeOptTask, code: Any, sandbox: Any, timer: Timer,
 def evaluate_suite(candidates: dict[str, str], sandbox: Any, timer: Timer,
                    reward: RewardMode = "log_speedup", cap: float = 4.0
                    ) -> tuple[list[Evaluation], dict[str, float]]:
-    """Judge one program per task (``{task_id: source}``) and report as METHODS §6 does:
+    """Judge one program per task (``{task_id: source}``) and report as docs/methods.md §6 does:
     mean speedup and share of tasks with speedup >= 1.1 (an incorrect program counts as
     speedup 1.0: the reference is kept), plus the share correct and the mean reward."""
     from deciplane.envs.codeopt.tasks import get_task

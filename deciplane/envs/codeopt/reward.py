@@ -1,4 +1,4 @@
-"""Pure reward math for CodeOpt (METHODS §6). Standard library only, no I/O.
+"""Pure reward math for CodeOpt (docs/methods.md §6). Standard library only, no I/O.
 
 Costs are "smaller is faster" numbers of one unit: CPU seconds (``cpu`` timer) or
 instruction counts (``instructions`` timer).
@@ -106,7 +106,7 @@ def percentile_reward(cand_cost: float, reference_costs: Sequence[float]) -> flo
 
 
 def summarize_speedups(speedups: Sequence[float], threshold: float = 1.1) -> dict[str, float]:
-    """The METHODS §6 report: mean speedup and share of tasks with speedup >= threshold.
+    """The docs/methods.md §6 report: mean speedup and share of tasks with speedup >= threshold.
     Pass 1.0 for tasks whose candidate failed (the agent keeps the reference)."""
     if not speedups:
         raise ValueError("summarize_speedups needs at least one task")

@@ -1,6 +1,6 @@
 """Answer extraction by allowed rules only, normalisation, and equivalence clustering.
 
-The rules are those of TTRL (METHODS §5.1), in priority order:
+The rules are those of TTRL (docs/methods.md §5.1), in priority order:
 
 1. the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces matched (nested braces allowed);
 2. the last "the answer is ..." / "answer: ..." phrase (to the end of its sentence/line);

@@ -8,8 +8,10 @@ import torch
 
 from deciplane.agents import load_policy
 from deciplane.errors import ConfigError
-from deciplane.trainers.single_turn import (Budget, GRPOConfig, GRPOUpdate, aggregation_share,
-                                            forward_responses, pad_responses, sample_groups)
+from deciplane.engine import (Budget, GRPOConfig, GRPOUpdate, forward_responses, pad_responses,
+                              sample_groups)
+from deciplane.engine.optim import accumulate
+from deciplane.objectives import aggregation_share, aggregation_weights
 
 PROMPTS = ["you see a red door and a key", "the chest is open"]
 
@@ -98,7 +100,8 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(policy, aggregation
                             lr=1e-3)
         adv, _ = update.advantages(trajs)
         update.optimizer.zero_grad()
-        update._accumulate(trajs, list(range(len(trajs))), adv, None, None)
+        accumulate(update.optimizer, list(range(len(trajs))), micro,
+                   update.micro_loss(trajs, adv, None, None), update.normaliser(trajs))
         out = [p.grad.detach().clone() for p in update.optimizer.params]
         update.optimizer.zero_grad()
         return out
@@ -107,6 +110,14 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(policy, aggregation
     assert any(g.abs().sum() > 0 for g in full)
     for a, b in zip(full, small):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_aggregation_weights_hand_case():
+    # responses of 3, 0, 2 tokens: token_mean counts tokens, seq_mean non-empty rows,
+    # seq_sum_const every row
+    assert aggregation_weights("token_mean", [3, 0, 2]) == [3, 0, 2]
+    assert aggregation_weights("seq_mean", [3, 0, 2]) == [1, 0, 1]
+    assert aggregation_weights("seq_sum_const", [3, 0, 2]) == [1, 1, 1]
 
 
 def test_aggregation_share_hand_case():

@@ -1,0 +1,253 @@
+"""The GRPO-family update on groups of single-turn samples: Math-v0 GRPO and TTRL.
+
+Usage (what a trainer or an adapter does per step)::
+
+    from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
+
+    budget = Budget()
+    update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.001), budget=budget, lr=1e-5)
+    with budget.clock():                                   # wall time
+        groups = sample_groups(policy, prompts, group_size=8, max_new_tokens=24,
+                               temperature=1.0, seed=step, budget=budget)
+        for g in groups:                                   # one group per prompt
+            for traj in g:
+                traj.turns[0].reward = my_reward(traj.turns[0].action)
+        stats = update.step(groups)                        # one optimizer step (or a skip)
+
+Group advantages, the clipped surrogate, the KL to the frozen reference and the
+aggregation all come from :mod:`deciplane.objectives`; the optimizer step (micro-batch
+accumulation under the aggregation's normaliser, clipping, skip-step) is
+:mod:`deciplane.engine.optim`'s. The step is skipped (no optimizer call, so no weight
+decay either) when every group is degenerate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Sequence
+
+import torch
+
+from deciplane.engine.budget import Budget
+from deciplane.engine.logprobs import forward_responses, pad_responses
+from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, accumulate,
+                                    micro_batches)
+from deciplane.errors import ConfigError
+from deciplane.objectives import (AdvantageConfig, PolicyLossConfig, compute_advantages,
+                                  degenerate_groups, group_ids_from_keys, policy_loss)
+from deciplane.objectives.policy_loss import aggregation_weights
+from deciplane.types import Trajectory
+
+
+@dataclass
+class GRPOConfig:
+    """The GRPO-family loss and update schedule (docs/methods.md, GRPO family)."""
+
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
+    """Group advantage estimator."""
+    clip_eps: float = 0.2
+    """Lower clip epsilon (symmetric clipping when ``clip_eps_high`` is null)."""
+    clip_eps_high: float | None = None
+    """Upper clip epsilon (DAPO clip-higher, e.g. 0.28); null = ``clip_eps``."""
+    ratio: Literal["token", "sequence"] = "token"
+    """Token ratios (PPO/GRPO) or the GSPO sequence ratio."""
+    aggregation: Literal["token_mean", "seq_mean", "seq_sum_const"] = "token_mean"
+    """Loss aggregation over the whole optimizer batch (micro-batches are re-weighted so
+    that accumulation equals the full-batch value)."""
+    max_len: int | None = None
+    """Constant divisor for ``seq_sum_const`` (the generation limit)."""
+    kl_coef: float = 0.0
+    """Coefficient of the KL penalty to the frozen reference (initial policy)."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    """Per-token KL estimator."""
+    temperature: float = 1.0
+    """Logits are divided by this (use the sampling temperature)."""
+    epochs: int = 1
+    """Passes over each rollout batch."""
+    minibatches: int = 1
+    """Optimizer steps per epoch (the batch is split in this many parts)."""
+    micro_batch_size: int = 8
+    """Sequences per forward pass (gradients accumulate across micro-batches)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip (0 = off)."""
+    old_logprobs: Literal["auto", "recompute", "sampler"] = "auto"
+    """Where ``log pi_old`` comes from. ``recompute``: a no-grad forward before the
+    first update; ``sampler``: the generator's log-probs; ``auto``: with a single
+    optimizer step per batch (epochs = minibatches = 1) the detached log-probs of the
+    training forward itself — the same weights, so identical to ``recompute`` without the
+    extra pass — else ``recompute``."""
+    drop_degenerate_groups: bool = False
+    """Leave groups with all-equal rewards out of the update (they carry no policy
+    gradient, only the KL term); saves their forward/backward."""
+
+    def __post_init__(self) -> None:
+        validate_grpo(self)
+
+    def loss_config(self) -> PolicyLossConfig:
+        return PolicyLossConfig(eps_low=self.clip_eps, eps_high=self.clip_eps_high,
+                                ratio=self.ratio, aggregation=self.aggregation,
+                                max_len=self.max_len, kl_beta=self.kl_coef,
+                                kl_estimator=self.kl_estimator)
+
+
+def validate_grpo(cfg: GRPOConfig) -> None:
+    for name in ("epochs", "minibatches", "micro_batch_size"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"GRPOConfig.{name} = {getattr(cfg, name)} must be >= 1")
+    if cfg.temperature <= 0:
+        raise ConfigError(f"GRPOConfig.temperature = {cfg.temperature} must be > 0")
+    if cfg.max_grad_norm < 0:
+        raise ConfigError(f"GRPOConfig.max_grad_norm = {cfg.max_grad_norm} must be >= 0 (0 = off)")
+    cfg.loss_config()  # validates clip/aggregation/kl (raises ConfigError)
+    AdvantageConfig(estimator=cfg.advantage)
+
+
+@dataclass
+class StepStats:
+    """What one :meth:`GRPOUpdate.step` did. ``metrics`` use namespaced names."""
+
+    skipped: bool
+    n_samples: int
+    n_tokens: int
+    grad_norm: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class GRPOUpdate:
+    """One GRPO-family optimisation step per call on groups of single-turn samples.
+
+    ``policy`` is a :class:`~deciplane.agents.Policy`; the reference for the KL term is
+    ``policy.reference()`` (LoRA adapters off, or a frozen copy of the initial weights).
+    ``optimizer`` is an :class:`~deciplane.engine.optim.Optimizer` (a trainer passes its
+    own, which it checkpoints); without one, a fresh AdamW at ``lr``.
+    """
+
+    def __init__(self, policy, config: GRPOConfig, *, budget: Budget | None = None,
+                 optimizer: Optimizer | None = None, lr: float = 1e-5,
+                 weight_decay: float = 0.0):
+        self.policy = policy
+        self.cfg = config
+        self.budget = budget if budget is not None else Budget()
+        self.loss_cfg = config.loss_config()
+        self.optimizer = optimizer or Optimizer(policy.trainable_parameters(), lr=lr,
+                                                weight_decay=weight_decay,
+                                                max_grad_norm=config.max_grad_norm,
+                                                budget=self.budget)
+
+    # -- pieces ---------------------------------------------------------------------------
+    def advantages(self, trajs: Sequence[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(advantages (N,), degenerate (N,) bool)`` from the trajectories' rewards."""
+        rewards = torch.tensor([t.total_reward for t in trajs], dtype=torch.float32)
+        gids = group_ids_from_keys([t.group_id for t in trajs])
+        adv = compute_advantages(AdvantageConfig(estimator=self.cfg.advantage), rewards, gids)
+        return adv, degenerate_groups(rewards, gids)
+
+    def _logp_no_grad(self, trajs: Sequence[Trajectory], reference: bool) -> list[torch.Tensor]:
+        """Per-sample detached log-probs under the reference or the current policy."""
+        out: list[torch.Tensor] = []
+        for mb in micro_batches(len(trajs), self.cfg.micro_batch_size):
+            prompts = [trajs[i].turns[0].prompt_ids for i in mb]
+            resps = [trajs[i].turns[0].response_ids for i in mb]
+            with self.budget.phase("forward"):
+                if reference:
+                    with self.policy.reference() as ref:
+                        fwd = forward_responses(self.policy, prompts, resps, grad=False, model=ref,
+                                                temperature=self.cfg.temperature, budget=self.budget)
+                else:
+                    fwd = forward_responses(self.policy, prompts, resps, grad=False,
+                                            temperature=self.cfg.temperature, budget=self.budget)
+            for row, i in enumerate(mb):
+                n = int(trajs[i].turns[0].response_ids.numel())
+                out.append(fwd.logp[row, fwd.logp.shape[1] - n:].detach().cpu())
+        return out
+
+    def normaliser(self, trajs: Sequence[Trajectory]) -> Normaliser:
+        """The aggregation's normaliser, declared once per batch: each response's units."""
+        return Normaliser(aggregation_weights(
+            self.cfg.aggregation, [int(t.turns[0].response_ids.numel()) for t in trajs]))
+
+    def micro_loss(self, trajs: Sequence[Trajectory], adv: torch.Tensor,
+                   old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None
+                   ) -> Callable[[list[int]], MicroLoss]:
+        """The policy loss on a micro-batch of ``trajs`` (indices), aggregated over it.
+        ``old``/``ref``: per-sample old and reference log-probs (``old=None``: the
+        training forward's own detached log-probs)."""
+
+        def loss_fn(idx: list[int]) -> MicroLoss:
+            with self.budget.phase("forward"):
+                fwd = forward_responses(self.policy, [trajs[i].turns[0].prompt_ids for i in idx],
+                                        [trajs[i].turns[0].response_ids for i in idx],
+                                        temperature=self.cfg.temperature, budget=self.budget)
+            width = fwd.logp.shape[1]
+            dev = fwd.logp.device
+            old_t = fwd.logp.detach() if old is None else \
+                pad_responses([old[i] for i in idx], width)[0].to(dev)
+            ref_t = None if ref is None else pad_responses([ref[i] for i in idx], width)[0].to(dev)
+            out = policy_loss(self.loss_cfg, fwd.logp, old_t, adv[idx].to(dev), fwd.mask,
+                              ref_logp=ref_t)
+            return MicroLoss(task=out.loss, metrics=out.metrics, tokens=fwd.n_tokens)
+
+        return loss_fn
+
+    # -- the step -------------------------------------------------------------------------
+    def step(self, groups: Sequence[Sequence[Trajectory]]) -> StepStats:
+        """Advantages -> (old / reference log-probs) -> micro-batched loss -> optimizer step.
+
+        Skips the step (no optimizer call) when every group has all-equal rewards.
+        Returns the mean of the metrics over the optimizer steps taken.
+        """
+        trajs = [t for g in groups for t in g]
+        if not trajs:
+            self.optimizer.skip()
+            return StepStats(skipped=True, n_samples=0, n_tokens=0)
+        adv, degen = self.advantages(trajs)
+        rewards = [t.total_reward for t in trajs]
+        base = {"rollout/reward_mean": float(sum(rewards) / len(rewards)),
+                "rollout/degenerate_frac": float(degen.float().mean())}
+        if bool(degen.all()):
+            self.optimizer.skip()
+            return StepStats(skipped=True, n_samples=len(trajs), n_tokens=0, metrics=base)
+        if self.cfg.drop_degenerate_groups:
+            keep = [i for i in range(len(trajs)) if not bool(degen[i])]
+            trajs, adv = [trajs[i] for i in keep], adv[keep]
+        n_updates = self.cfg.epochs * self.cfg.minibatches
+        mode = self.cfg.old_logprobs
+        if mode == "auto":
+            mode = "detached" if n_updates == 1 else "recompute"
+        old: list[torch.Tensor] | None = None
+        if mode == "recompute":
+            old = self._logp_no_grad(trajs, reference=False)
+        elif mode == "sampler":
+            old = [t.turns[0].response_logprobs for t in trajs]
+        ref = self._logp_no_grad(trajs, reference=True) if self.cfg.kl_coef > 0 else None
+        norm = self.normaliser(trajs)
+        micro_loss = self.micro_loss(trajs, adv, old, ref)
+        tokens = [0]
+
+        def loss_fn(idx: list[int]) -> MicroLoss:
+            out = micro_loss(idx)
+            tokens[0] += out.tokens
+            return out
+
+        collected: list[dict[str, float]] = []
+        norms: list[float] = []
+        gen = torch.Generator().manual_seed(len(trajs))
+        for _epoch in range(self.cfg.epochs):
+            order = torch.randperm(len(trajs), generator=gen).tolist() if self.cfg.minibatches > 1 \
+                else list(range(len(trajs)))
+            parts = [order[k::self.cfg.minibatches] for k in range(self.cfg.minibatches)]
+            for part in parts:
+                if not part:
+                    continue
+                self.optimizer.zero_grad()
+                collected.append(accumulate(self.optimizer, part, self.cfg.micro_batch_size,
+                                            loss_fn, norm))
+                norms.append(self.optimizer.step()["optim/grad_norm"])
+        avg = {k: sum(m[k] for m in collected) / len(collected) for k in collected[0]}
+        avg.update(base)
+        avg["optim/grad_norm"] = sum(norms) / len(norms)
+        return StepStats(skipped=False, n_samples=len(trajs), n_tokens=tokens[0],
+                         grad_norm=avg["optim/grad_norm"], metrics=avg)
+
+
+__all__ = ["GRPOConfig", "GRPOUpdate", "StepStats", "validate_grpo"]

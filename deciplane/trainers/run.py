@@ -1,0 +1,133 @@
+"""Running a training config: the table of algorithms, the policy and the run directory.
+
+``run_training(config, run_dir)`` (what ``deciplane train`` calls) loads the model as
+``config.model`` says (LoRA or full fine-tuning), builds the algorithm named by
+``config.algorithm`` from :data:`ALGORITHMS` and runs the
+:class:`~deciplane.trainers.trainer.Trainer`; ``resume=True`` continues the run
+directory's last checkpoint with the config saved there.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from deciplane.errors import CheckpointError, ConfigError
+from deciplane.trainers import checkpoint as ckpt
+from deciplane.trainers.algorithm import Algorithm
+from deciplane.trainers.config import TrainConfig, load_config, to_dict
+from deciplane.trainers.math_grpo import MathGRPO
+from deciplane.trainers.rlid_ppo import MenuPPO
+from deciplane.trainers.text_ppo import TextPPO
+from deciplane.trainers.trainer import Trainer, ensure_unused_run_dir
+from deciplane.utils import flatten_dict, seed_everything
+
+
+def build_policy(config: TrainConfig) -> Any:
+    """Load the model and make it trainable per ``config.model`` (LoRA or full)."""
+    from deciplane.agents.loading import load_policy
+
+    m = config.model
+    torch.set_num_threads(m.threads)
+    seed_everything(config.seed)  # LoRA init is random: seed it
+    policy = load_policy(m.name)
+    if m.finetune == "lora":
+        policy.add_lora(r=m.lora_rank, alpha=m.lora_alpha,
+                        target_modules=lora_targets(policy, m.lora_targets, m.lora_last_layers))
+    else:
+        for p in policy.model.parameters():
+            p.requires_grad_(True)
+    policy.model.train()
+    return policy
+
+
+def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None
+                 ) -> list[str] | None:
+    """LoRA target module names; with ``last_layers`` only those of the last N layers
+    (PEFT matches a listed name as a suffix of the module path)."""
+    if last_layers is None:
+        return targets
+    n = int(getattr(policy.model.config, "num_hidden_layers", 0))
+    if n <= 0:
+        raise ConfigError("model.lora_last_layers needs a model config with "
+                          "num_hidden_layers; leave it null for this model")
+    base = set(targets or policy._lora_targets())
+    first = max(0, n - last_layers)
+    found = []
+    for name, _ in policy.model.named_modules():
+        m = re.search(r"(?:^|\.)(layers\.(\d+)\..*)$", name)
+        if m and int(m.group(2)) >= first and name.rsplit(".", 1)[-1] in base:
+            found.append(m.group(1))
+    if not found:
+        raise ConfigError(f"model.lora_last_layers={last_layers}: no '<...>.layers.<i>.<target>' "
+                          f"module in {policy.name!r}; leave it null for this model")
+    return found
+
+
+ALGORITHMS: dict[str, Callable[[Any, Any], Algorithm]] = {
+    "rlid_ppo": MenuPPO,
+    "text_ppo": TextPPO,
+    "math_grpo": MathGRPO,
+}
+"""algorithm name (``config.algorithm``) -> Algorithm class."""
+
+
+def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:
+    if config.algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm {config.algorithm!r} is not one of "
+                          f"{', '.join(sorted(ALGORITHMS))}")
+    return ALGORITHMS[config.algorithm](config, policy)
+
+
+RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "progress",
+                               "checkpoint.keep_last"})
+"""Options a resumed run may change: the budget and cosmetics, never what the iterations
+already run depended on (shortening ``iterations`` ends the run at the next iteration
+boundary with the final evaluation)."""
+
+
+def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = None,
+                 overrides: list[str] | None = None, resume: bool = False) -> dict[str, Any]:
+    """Train from a config (object or YAML path) into ``run_dir``; returns the summary.
+
+    ``resume=True`` continues from the run directory's last checkpoint with the config
+    saved there (a different config is an error).
+    """
+    if run_dir is None:
+        if resume:
+            raise CheckpointError("--resume needs --run-dir DIR (the run to continue)")
+    saved = Path(run_dir) / "config.yaml" if run_dir is not None else None
+    if not isinstance(config, TrainConfig):
+        if config is None:
+            if saved is None or not saved.is_file():
+                raise ConfigError("pass a config file (e.g. configs/quickstart.yaml) or --resume "
+                                  "an existing --run-dir")
+            config = saved
+        config = load_config(config, overrides)
+    if resume and saved is not None and saved.is_file() and ckpt.latest_checkpoint(run_dir):
+        prev, new = flatten_dict(to_dict(load_config(saved))), flatten_dict(to_dict(config))
+        diff = [k for k in prev if prev[k] != new.get(k) and k not in RESUMABLE_CHANGES]
+        if diff:
+            raise CheckpointError(f"--resume: the config differs from the run's saved config "
+                                  f"({', '.join(diff[:5])}); resume with {saved} or start a new "
+                                  f"--run-dir (only {', '.join(sorted(RESUMABLE_CHANGES))} may "
+                                  "change on resume)")
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path("runs") / f"{config.algorithm}-{stamp}"
+    if not resume:  # before the (slow) model and env set-up
+        ensure_unused_run_dir(Path(run_dir))
+    policy = build_policy(config)
+    algo = build_algorithm(config, policy)
+    try:
+        return Trainer(config, run_dir, algo, resume=resume).train()
+    finally:
+        algo.close()
+
+
+__all__ = ["ALGORITHMS", "RESUMABLE_CHANGES", "build_algorithm", "build_policy",
+           "lora_targets", "run_training"]

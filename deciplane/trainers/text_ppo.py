@@ -1,0 +1,159 @@
+"""The free-text agent trained token-level (PPO, clip / clip-higher) or with TLM-DRE turn
+weights (docs/methods.md, TLM-DRE: paper-inspired, parameters ours).
+
+Trajectory-level units: every turn's response tokens are scored under their own prompt
+(:func:`deciplane.engine.logprobs.sequence_logprobs`) and concatenated with a
+token-to-turn id tensor, so token losses keep the turn of every token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from deciplane.agents.text import TextAgent
+from deciplane.engine.episodes import collect_text_episodes
+from deciplane.engine.logprobs import sequence_logprobs
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
+from deciplane.objectives.advantages import is_degenerate_batch
+from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
+from deciplane.objectives.tlm_dre import tlm_dre_loss
+from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
+from deciplane.trainers.checkpoint import iteration_seed
+from deciplane.trainers.config import TextPPOConfig
+from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.rlid_ppo import group_advantages
+from deciplane.trainers.rollout import trajectory_rewards
+from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
+                                           expert_command_ids, run_bc_epochs, text_bc_loss)
+from deciplane.types import Trajectory
+
+
+class TextPPO(Algorithm):
+    """Free-text agent, trajectory-level units: every turn's response tokens are scored
+    under their own prompt and concatenated with a token-to-turn id tensor."""
+
+    config: TextPPOConfig
+
+    def __init__(self, config: TextPPOConfig, policy: Any) -> None:
+        super().__init__(config, policy)
+        c = config
+        self.agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
+                               temperature=c.temperature, history=c.history)
+        self.eval_agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
+                                    greedy=True, history=c.history)
+        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0)
+        self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
+                                    aggregation="token_mean")
+        self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
+
+    def split_fingerprints(self) -> dict[str, str]:
+        return self.suite.fingerprints()
+
+    def rollout(self, iteration: int, seed: int) -> RolloutBatch[TextBatch]:
+        c = self.config
+        vec, reset_seeds = self.suite.train_batch(seed)
+        self.policy.model.eval()
+        with torch.no_grad():
+            trajs, stats = collect_text_episodes(self.agent, vec, reset_seeds, c.env.group_size,
+                                                 c.env.max_episode_steps, seed)
+        self.policy.model.train()
+        rewards = trajectory_rewards(trajs, c.reward, c.step_penalty, c.invalid_penalty)
+        adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
+        ntok = [sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs]
+        metrics = stats.metrics()
+        metrics["rollout/reward"] = float(rewards.mean())
+        metrics["rollout/tokens_per_turn"] = sum(ntok) / max(1, stats.env_steps)
+        return RolloutBatch(n_units=len(trajs), data=TextBatch(trajs, adv, ntok),
+                            env_steps=stats.env_steps, episodes=stats.episodes,
+                            degenerate=is_degenerate_batch(torch.as_tensor(rewards), gids),
+                            metrics=metrics)
+
+    def _token_tensors(self, trajs: list[Trajectory], model: Any | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Current (or ``model``'s) log-probs ``(B, T)``, old log-probs ``(B, T)`` and turn ids
+        ``(B, T)`` (-1 on padding) of the trajectories' concatenated response tokens."""
+        prompts = [t.prompt_ids for tr in trajs for t in tr.turns]
+        resps = [t.response_ids for tr in trajs for t in tr.turns]
+        per_turn = sequence_logprobs(self.policy, prompts, resps,
+                                     temperature=self.config.temperature, model=model)
+        tmax = max(1, max(sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs))
+        b = len(trajs)
+        logp = torch.zeros(b, tmax)
+        old = torch.zeros(b, tmax)
+        tid = torch.full((b, tmax), -1, dtype=torch.long)
+        rows_lp: list[list[torch.Tensor]] = [[] for _ in range(b)]
+        k = 0
+        for i, tr in enumerate(trajs):
+            pos = 0
+            for j, t in enumerate(tr.turns):
+                n = int(t.response_ids.numel())
+                rows_lp[i].append(per_turn[k])
+                old[i, pos:pos + n] = t.response_logprobs.float()
+                tid[i, pos:pos + n] = j
+                pos += n
+                k += 1
+        logp = torch.stack([torch.nn.functional.pad(torch.cat(r) if r else torch.zeros(0),
+                                                    (0, tmax - sum(x.numel() for x in r)))
+                            for r in rows_lp])                                    # (B, T)
+        return logp.float(), old, tid
+
+    def normaliser(self, batch: RolloutBatch[TextBatch]) -> Normaliser:
+        """TLM-DRE is a mean over trajectories, token PPO a mean over response tokens."""
+        if self.config.tlm_dre.enabled:
+            return Normaliser([1] * batch.n_units)
+        return Normaliser(list(batch.data.n_tokens))
+
+    def loss(self, batch: RolloutBatch[TextBatch], micro: list[int]) -> MicroLoss:
+        data = batch.data
+        trajs = [data.trajs[i] for i in micro]
+        adv = data.advantages[torch.tensor(micro)]                                # (B,)
+        logp, old, tid = self._token_tensors(trajs)
+        if self.config.tlm_dre.enabled:
+            with torch.no_grad(), self.policy.reference() as ref:
+                ref_lp, _, _ = self._token_tensors(trajs, model=ref)
+            out = tlm_dre_loss(self.tlm, logp, old, ref_lp, adv, tid)
+        else:
+            out = policy_loss(self.ppo, logp, old, adv, tid >= 0)
+        return MicroLoss(task=out.loss, metrics=dict(out.metrics))
+
+    def warm_start(self, optimizer: Optimizer) -> dict[str, Any] | None:
+        """Behaviour cloning on expert episodes, if configured: token-level teacher forcing
+        of the expert's command (:func:`expert_command_ids`) on the exact prompt the text
+        agent sees in that state; a separate AdamW at ``bc.lr`` over the same parameters."""
+        c = self.config
+        if c.bc.episodes <= 0:
+            return None
+        seed = iteration_seed(c.seed, -1, "bc")
+        trajs, stats = collect_bc_episodes(self.suite, PromptRecorder(self.agent),
+                                           c.bc.episodes, c.env.max_episode_steps, seed)
+        prompts = [self.policy.tokenize(t.decision) for tr in trajs for t in tr.turns]
+        targets = [expert_command_ids(self.policy, t.action, c.style)
+                   for tr in trajs for t in tr.turns]
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        mbs = c.optim.micro_batch_size
+
+        def loss_fn(part: list[int]) -> torch.Tensor:
+            return text_bc_loss(self.policy, [prompts[i] for i in part],
+                                [targets[i] for i in part])
+
+        losses = run_bc_epochs(len(prompts), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
+                               micro_batch_size=mbs, max_grad_norm=c.optim.max_grad_norm,
+                               seed=seed)
+        return {"kind": "behaviour cloning on env expert commands (token-level teacher "
+                        "forcing)", "episodes": len(trajs), "decisions": len(prompts),
+                "tokens": int(sum(int(t.numel()) for t in targets)), "epochs": c.bc.epochs,
+                "env_steps": stats.env_steps,
+                "first_loss": losses[0] if losses else None,
+                "final_loss": losses[-1] if losses else None}
+
+    def evaluate(self, split: str) -> dict[str, float]:
+        return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
+                                   collect_text_episodes, model=self.policy.model)
+
+    def close(self) -> None:
+        self.suite.close()
+
+
+__all__ = ["TextPPO"]

@@ -1,0 +1,106 @@
+"""Behaviour-cloning warm starts on the env expert's actions (before RL).
+
+The expert plays training episodes (:func:`collect_bc_episodes`); the agent is then
+fitted to the expert's choice in every visited state by :func:`run_bc_epochs` — shuffled
+epochs, one engine optimizer step (:mod:`deciplane.engine.optim`, a fresh AdamW at the
+warm start's learning rate) per micro-batch. The menu agent's loss is
+:func:`deciplane.objectives.distill.expert_distill_loss`, the text agent's the token
+negative log-likelihood of the expert's command (:func:`text_bc_loss`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from deciplane.engine.logprobs import forward_responses
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
+from deciplane.objectives.distill import token_nll
+from deciplane.trainers.envs import EnvSuite
+from deciplane.engine.episodes import collect_expert_episodes
+from deciplane.types import Trajectory
+
+
+class PromptRecorder:
+    """Stands in for a :class:`~deciplane.agents.TextAgent` while the env expert plays:
+    its "decision" in each state is the prompt text the agent would see there (observation,
+    menu, history of expert commands) — no generation."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+
+    def act(self, observations: list[str], menus: list[Any],
+            histories: list[list[tuple[str, str]]] | None = None, seed: int | None = None
+            ) -> list[str]:
+        hists = histories or [None] * len(observations)
+        return [self.agent.prompt(o, m, h) for o, m, h in zip(observations, menus, hists)]
+
+
+def expert_command_ids(policy: Any, command: str, style: str) -> torch.Tensor:
+    """``(R,)`` token ids of the response the text agent should generate for ``command``:
+    the command itself (``style="action"``) or ``<action>command</action>`` (``react``,
+    no reasoning), then the tokenizer's end-of-sequence token so the agent learns to stop."""
+    text = command if style == "action" else f"<action>{command}</action>"
+    ids = list(policy.tokenizer(text, add_special_tokens=False)["input_ids"])
+    eos = policy.tokenizer.eos_token_id
+    if eos is not None:
+        ids.append(int(eos))
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def text_bc_loss(policy: Any, prompt_ids: list[torch.Tensor], target_ids: list[torch.Tensor]
+                 ) -> torch.Tensor:
+    """Mean per-token negative log-likelihood of the targets given their prompts (teacher
+    forcing, temperature 1, with grad), over all target tokens of the micro-batch."""
+    fwd = forward_responses(policy, prompt_ids, target_ids, temperature=1.0)
+    return token_nll(fwd.logp, fwd.mask)
+
+
+def collect_bc_episodes(suite: EnvSuite, agent: Any, episodes: int, max_steps: int, seed: int
+                        ) -> tuple[list[Trajectory], Any]:
+    """``episodes`` expert-played training episodes (``collect_expert_episodes``), drawn in
+    chunks of the rollout vector env's size; each turn's ``decision`` is what ``agent``
+    returned in that state, ``action`` the expert's command. Returns ``(trajs, stats)``."""
+    trajs: list[Trajectory] = []
+    stats = None
+    while len(trajs) < episodes:
+        vec, seeds = suite.train_batch(seed + len(trajs), episodes="rollout")
+        with torch.no_grad():
+            part, st = collect_expert_episodes(agent, vec, seeds, max_steps, seed + len(trajs))
+        trajs += part[:episodes - len(trajs)]
+        stats = st if stats is None else stats.merge(st)
+    return trajs, stats
+
+
+ADAMW_DEFAULT_WEIGHT_DECAY = 0.01
+"""The warm start's AdamW uses torch's default weight decay (as in 0.1)."""
+
+
+def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
+                  params: list[torch.nn.Parameter], *, lr: float, epochs: int,
+                  micro_batch_size: int, max_grad_norm: float, seed: int) -> list[float]:
+    """``epochs`` shuffled passes over ``n`` units, one optimizer step (a fresh AdamW at
+    ``lr`` over ``params`` as one group, gradient clipping) per micro-batch of
+    ``loss_fn(indices)`` (a mean over the micro-batch); returns the losses."""
+    opt = Optimizer(params, lr=lr, weight_decay=ADAMW_DEFAULT_WEIGHT_DECAY,
+                    max_grad_norm=max_grad_norm)
+    gen = torch.Generator().manual_seed(seed % (2**63))
+    losses: list[float] = []
+
+    def micro_loss(part: list[int]) -> MicroLoss:
+        loss = loss_fn(part)
+        losses.append(float(loss.detach()))
+        return MicroLoss(task=loss)
+
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen).tolist()
+        for s in range(0, n, micro_batch_size):
+            part = perm[s:s + micro_batch_size]
+            # each micro-batch is its own optimizer batch: share 1
+            optimizer_step(opt, part, len(part), micro_loss, Normaliser([1] * n))
+    opt.zero_grad()
+    return losses
+
+
+__all__ = ["PromptRecorder", "collect_bc_episodes", "expert_command_ids", "run_bc_epochs", "text_bc_loss"]
