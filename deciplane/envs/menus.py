@@ -58,9 +58,11 @@ def shuffled_order(actions: Sequence[str], seed: int) -> list[int]:
 
 
 def menu_seed_for(options: dict[str, Any] | None, seed: int | None,
-                  np_random: np.random.Generator) -> int:
+                  np_random: np.random.Generator, order: str = "shuffled") -> int:
     """The menu seed of an episode: ``options["menu_seed"]``, else the reset ``seed``, else a
-    draw from ``np_random`` (call after ``super().reset(seed=seed)``)."""
+    draw from ``np_random`` (call after ``super().reset(seed=seed)``). With
+    ``order="sorted"`` the seed is unused and nothing is drawn (0 without seed/option), so a
+    sorted env's random stream, hence its game order, is what it was before menus.py."""
     if options and options.get("menu_seed") is not None:
         value = options["menu_seed"]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -68,6 +70,8 @@ def menu_seed_for(options: dict[str, Any] | None, seed: int | None,
         return int(value)
     if seed is not None:
         return int(seed)
+    if order == "sorted":
+        return 0
     return int(np_random.integers(0, 2**63 - 1))
 
 

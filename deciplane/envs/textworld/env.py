@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from deciplane.envs.menus import MenuArranger, check_menu_order, menu_seed_for
 from deciplane.envs.spaces import ObservationText
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
@@ -66,8 +67,11 @@ class TextWorldEnv(gym.Env[str, Any]):
     ## Action
 
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
-    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted,
-    without TextWorld escape commands (``\\...``). ``info["action_mask"]`` marks the
+    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, without
+    TextWorld escape commands (``\\...``), sorted (``menu_order="sorted"``, default) or in
+    a seeded shuffled order (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the
+    menu seed is ``reset(options={"menu_seed": s})``, else the reset seed, else random; the
+    expert index follows the order). ``info["action_mask"]`` marks the
     valid indices. An index outside ``Discrete(max_menu)`` raises
     :class:`deciplane.errors.InvalidAction`; a masked index inside it is an *invalid move*:
     the game does not change, ``info["invalid_action"]`` is True, the observation is
@@ -97,7 +101,8 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``
     (steps taken), ``invalid_action`` (this step), ``invalid_actions`` (this episode),
-    ``game`` (path), ``game_name``, ``game_index``, ``split_fingerprint`` and, with
+    ``game`` (path), ``game_name``, ``game_index``, ``split_fingerprint``, ``menu_seed``,
+    ``task`` (the game's objective text, "" when the game has none) and, with
     ``expert=True``, ``expert_action`` (menu index of the first command of TextWorld's
     winning policy; absent when there is none) and ``expert_command``.
 
@@ -112,6 +117,9 @@ class TextWorldEnv(gym.Env[str, Any]):
       options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.
     * ``max_menu``: size of the action space; a state with more actions raises
       :class:`~deciplane.errors.MenuTooLarge` (then raise ``max_menu``).
+    * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"`` (see Action).
+    * ``task_in_observation`` (False): put the objective text and a blank line before
+      every observation, so that the goal stays in every prompt built from it.
     * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
@@ -127,8 +135,10 @@ class TextWorldEnv(gym.Env[str, Any]):
                  expert: bool = False,
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, menu_order: str = "sorted",
+                 task_in_observation: bool = False) -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
+        check_menu_order(menu_order)
         if progress is None:  # a bar while games are generated, when someone can see it
             progress = sys.stderr.isatty()
         self.suite = _resolve_suite(games, split, n_games, game_options or {}, suite_seed,
@@ -143,6 +153,11 @@ class TextWorldEnv(gym.Env[str, Any]):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.strip_banner = bool(strip_banner)
         self.render_mode = render_mode
+        self.menu_order = menu_order
+        self.task_in_observation = bool(task_in_observation)
+        self._arranger = MenuArranger(menu_order)
+        self._menu_seed = 0
+        self._task = ""
 
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
@@ -155,7 +170,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         import textworld
 
         self._request = textworld.EnvInfos(admissible_commands=True, won=True, lost=True,
-                                           score=True, max_score=True,
+                                           score=True, max_score=True, objective=True,
                                            policy_commands=self.expert)
         self._games: OrderedDict[Path, Any] = OrderedDict()  # path -> loaded textworld env
         self._order: np.ndarray | None = None
@@ -187,8 +202,11 @@ class TextWorldEnv(gym.Env[str, Any]):
             index = int(self._order[self._pos])
             self._pos += 1
         self._game_index = index
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
+        self._arranger.start_episode(self._menu_seed)
         self._env = self._load(self.suite.paths[index])
         state = self._env.reset()
+        self._task = clean_observation(str(state["objective"] or "").strip())
         self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
         obs = state.feedback
         if self.strip_banner:
@@ -294,8 +312,11 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
+        if self.task_in_observation and self._task:
+            obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)
-        actions = [c for c in sorted(state["admissible_commands"] or ()) if c[:1] != "\\"]
+        actions = self._arranger.arrange(
+            [c for c in state["admissible_commands"] or () if c[:1] != "\\"])
         if len(actions) > self.max_menu and not (state["won"] or state["lost"]):
             raise MenuTooLarge(
                 f"{self._names[self._game_index]} offers {len(actions)} actions but "
@@ -358,6 +379,8 @@ class TextWorldEnv(gym.Env[str, Any]):
             "game_name": self._names[self._game_index],
             "game_index": self._game_index,
             "split_fingerprint": self.suite.fingerprint,
+            "menu_seed": self._menu_seed,
+            "task": self._task,
         }
         if self.expert:
             policy = state["policy_commands"] or ()

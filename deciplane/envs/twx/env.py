@@ -103,7 +103,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     that are not valid when reached, which the game would ignore, are skipped): while every
     valid action taken so far follows it, ``expert_action`` is the menu index of its next
     action (it follows the menu order) and ``expert_command`` that action; once an action
-    leaves the path (or the path is used up) both are ``None`` — the package cannot replan
+    leaves the path (or the path is used up, or the episode is over) both are ``None`` — the package cannot replan
     from an arbitrary state, so distillation and behaviour cloning must use only the states
     where ``expert_action`` is not ``None``. Invalid moves change nothing and keep the path.
 
@@ -219,7 +219,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
                 self._order, self._pos = self.np_random.permutation(n), 0
             index = int(self._order[self._pos])
             self._pos += 1
-        self._menu_seed = menu_seed_for(options, seed, self.np_random)
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
         self._arranger.start_episode(self._menu_seed)
         self._game_index = index
         state = _loads(self._server.generateNewGameJSON(self.seeds[index], self.fold,
@@ -357,7 +357,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         the current state are skipped: TextWorld-Express's gold agents sometimes repeat an
         action that is already done (``open kitchen cupboard`` twice), which the game
         answers as an invalid step that changes nothing."""
-        if not self._on_path:
+        if not self._on_path or self._won or self._lost:
             return None, None
         if self._lookup is None:
             self._lookup = {c: i for i, c in enumerate(self._menu.actions)}
