@@ -110,6 +110,27 @@ def test_registered_and_menu_contract(suites):
     env.close()
 
 
+def test_shuffled_menus_expert_follows_and_task_in_observation(suites):
+    suite = suites["embedded"]
+    plain = gym.make(ENV_ID, games=suite, expert=True)
+    shuf = gym.make(ENV_ID, games=suite, expert=True, menu_order="shuffled",
+                    task_in_observation=True)
+    _, ip = plain.reset(seed=3)
+    obs, i1 = shuf.reset(seed=3)
+    assert i1["game_name"] == ip["game_name"] and i1["menu_seed"] == 3
+    assert sorted(i1["menu"]) == list(ip["menu"]) and i1["menu"] != ip["menu"]
+    assert i1["menu"][i1["expert_action"]] == ip["expert_command"] == i1["expert_command"]
+    assert i1["task"] and obs.startswith(i1["task"])
+    assert shuf.reset(seed=3)[1]["menu"] == i1["menu"]  # same seed, same order
+    other = shuf.reset(seed=3, options={"menu_seed": 4})[1]["menu"]
+    assert other != i1["menu"] and sorted(other) == sorted(i1["menu"])
+    for i in range(len(suite)):  # the expert still wins every game, through shuffled menus
+        info, total, _ = play_expert(shuf.unwrapped, i)
+        assert info["won"] and total == info["max_score"]
+    plain.close()
+    shuf.close()
+
+
 def test_seed_determinism(suites):
     def rollout(seed):
         env = gym.make(ENV_ID, games=suites["embedded"])
