@@ -12,6 +12,12 @@ shortcut ("the first action is usually right") instead of reading the actions. W
 * the env's expert index (``info["expert_action"]``) is looked up in the shown menu, so it
   follows the shuffle.
 
+Menus larger than the action space: ``menu_overflow="error"`` (default) raises
+:class:`~deciplane.errors.MenuTooLarge` naming ``max_menu``; ``menu_overflow="page"`` shows
+a second-level menu instead: pages of ``max_menu - 1`` actions whose last slot is
+:data:`PAGE_ACTION`, which turns to the next page (cyclically) without acting in the game
+(:func:`menu_page`, :func:`page_count`).
+
 ``menu_seed_for`` is how every env derives the per-episode menu seed: an explicit
 ``reset(options={"menu_seed": s})`` wins; otherwise the reset seed (so evaluation episode
 ``i``, reset with seed ``seed + i``, gets the same fixed shuffle for every agent compared);
@@ -31,6 +37,12 @@ from deciplane.errors import ConfigError
 MENU_ORDERS = ("sorted", "shuffled")
 """``sorted``: alphabetical (the default of a directly built env); ``shuffled``: seeded."""
 
+MENU_OVERFLOWS = ("error", "page")
+"""What a menu larger than ``max_menu`` does: raise ``MenuTooLarge``, or show pages."""
+
+PAGE_ACTION = "(show more actions)"
+"""The last slot of every page of a paged menu: turns to the next page (no game action)."""
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -39,6 +51,34 @@ def check_menu_order(menu_order: str) -> str:
         raise ConfigError(f"menu_order must be one of {', '.join(MENU_ORDERS)}, got "
                           f"{menu_order!r}")
     return menu_order
+
+
+def check_menu_overflow(menu_overflow: str, max_menu: int) -> str:
+    if menu_overflow not in MENU_OVERFLOWS:
+        raise ConfigError(f"menu_overflow must be one of {', '.join(MENU_OVERFLOWS)}, got "
+                          f"{menu_overflow!r}")
+    if menu_overflow == "page" and int(max_menu) < 2:
+        raise ConfigError(f"menu_overflow='page' needs max_menu >= 2 (one action and the "
+                          f"page turn), got max_menu={max_menu}")
+    return menu_overflow
+
+
+def page_count(n_actions: int, size: int) -> int:
+    """Pages needed to show ``n_actions`` in menus of ``size`` slots (1 when they fit; else
+    ``size - 1`` actions per page plus the page turn)."""
+    if n_actions <= size:
+        return 1
+    return -(-n_actions // (size - 1))
+
+
+def menu_page(actions: Sequence[str], page: int, size: int) -> tuple[str, ...]:
+    """Page ``page`` of ``actions`` as a menu of at most ``size`` slots: all of them when
+    they fit, else actions ``page*(size-1) .. page*(size-1)+size-2`` followed by
+    :data:`PAGE_ACTION`."""
+    if len(actions) <= size:
+        return tuple(actions)
+    k = size - 1
+    return tuple(actions[page * k:(page + 1) * k]) + (PAGE_ACTION,)
 
 
 def shuffle_key(action: str, seed: int) -> int:
@@ -104,5 +144,6 @@ class MenuArranger:
         return tuple(sorted(actions, key=lambda a: (keys[a], a)))
 
 
-__all__ = ["MENU_ORDERS", "check_menu_order", "shuffle_key", "shuffled_order",
+__all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "check_menu_order",
+           "check_menu_overflow", "page_count", "menu_page", "shuffle_key", "shuffled_order",
            "menu_seed_for", "MenuArranger"]

@@ -7,8 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from deciplane.envs.menus import (MenuArranger, check_menu_order, menu_seed_for, shuffle_key,
-                                  shuffled_order)
+from deciplane.envs.menus import (PAGE_ACTION, MenuArranger, check_menu_order,
+                                  check_menu_overflow, menu_page, menu_seed_for, page_count,
+                                  shuffle_key, shuffled_order)
 from deciplane.errors import ConfigError
 
 ACTIONS = ["go north", "go south", "take coin", "open door", "look", "inventory", "eat apple"]
@@ -69,3 +70,19 @@ def test_menu_seed_option_then_reset_seed_then_draw():
     assert rng.bit_generator.state == before
     with pytest.raises(ConfigError, match="menu_seed"):
         menu_seed_for({"menu_seed": "x"}, None, rng)
+
+
+def test_pages_of_a_menu_larger_than_the_action_space():
+    acts = [f"a{i}" for i in range(7)]
+    assert page_count(7, 7) == 1 and menu_page(acts, 0, 7) == tuple(acts)
+    # 7 actions in menus of 3 slots: 2 actions + the page turn per page -> 4 pages
+    assert page_count(7, 3) == 4
+    assert menu_page(acts, 0, 3) == ("a0", "a1", PAGE_ACTION)
+    assert menu_page(acts, 2, 3) == ("a4", "a5", PAGE_ACTION)
+    assert menu_page(acts, 3, 3) == ("a6", PAGE_ACTION)
+    assert page_count(8, 5) == 2 and menu_page(acts + ["a7"], 1, 5) == ("a4", "a5", "a6", "a7",
+                                                                        PAGE_ACTION)
+    with pytest.raises(ConfigError, match="max_menu >= 2"):
+        check_menu_overflow("page", 1)
+    with pytest.raises(ConfigError, match="error, page"):
+        check_menu_overflow("truncate", 8)

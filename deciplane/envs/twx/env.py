@@ -12,7 +12,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.menus import MenuArranger, check_menu_order, menu_seed_for
+from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
+                                  menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText
 from deciplane.envs.textworld.env import MAX_OBS_CHARS, OBS_CHARSET, _as_index, clean_observation
 from deciplane.envs.twx.java import require_java
@@ -96,13 +97,15 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     ``game_params`` (canonical ``"k=v,..."``), ``split``, ``fold``, ``game_seed``,
     ``game_index`` (index of the seed in the fold), ``seed_range`` (first and last seed of
     the fold), ``split_fingerprint`` (hash of package version, game, parameters, fold and
-    its seeds; equal fingerprints mean the same evaluation games), ``menu_seed`` and, with
+    its seeds; equal fingerprints mean the same evaluation games), ``menu_seed``,
+    ``menu_page`` and ``menu_pages`` (0 and 1 unless the menu is paged) and, with
     ``expert=True``, ``expert_action`` and ``expert_command``.
 
     The expert is TextWorld-Express's gold path, computed once at ``reset`` (its entries
     that are not valid when reached, which the game would ignore, are skipped): while every
     valid action taken so far follows it, ``expert_action`` is the menu index of its next
-    action (it follows the menu order) and ``expert_command`` that action; once an action
+    action (it follows the menu order) and ``expert_command`` that action (in a paged menu,
+    the page turn while the action is on another page); once an action
     leaves the path (or the path is used up, or the episode is over) both are ``None`` — the package cannot replan
     from an arbitrary state, so distillation and behaviour cloning must use only the states
     where ``expert_action`` is not ``None``. Invalid moves change nothing and keep the path.
@@ -113,9 +116,13 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
       a dict (``{"numLocations": 3}``) or a string (``"numLocations=3,includeDoors=0"``);
       accepted names per game in :data:`GAME_PARAMS`, ranges checked by the game.
     * ``split``: ``train`` | ``valid`` | ``test``.
-    * ``max_menu`` (64): size of the action space; a state with more actions raises
-      :class:`~deciplane.errors.MenuTooLarge` naming ``max_menu`` (the same policy as
-      ``TextWorld-v0``; the menu agent also refuses menus larger than its label alphabet).
+    * ``max_menu`` (64): size of the action space. A state with more actions raises
+      :class:`~deciplane.errors.MenuTooLarge` naming ``max_menu`` (``menu_overflow="error"``,
+      the default; the same policy as ``TextWorld-v0``, and the menu agent also refuses
+      menus larger than its label alphabet), or, with ``menu_overflow="page"``, is shown as
+      a second-level menu: pages of ``max_menu - 1`` actions whose last entry
+      ``"(show more actions)"`` turns the page (a step with reward 0 that does not act in
+      the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
       reset), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
@@ -128,7 +135,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
                  split: str = "train", max_menu: int = 64, menu_order: str = "sorted",
                  task_in_observation: bool = True, expert: bool = False,
                  max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None, menu_overflow: str = "error") -> None:
         if game not in GAMES:
             raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
                               f"{', '.join(GAMES)}")
@@ -141,6 +148,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if render_mode not in (None, "ansi", "human"):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
         check_menu_order(menu_order)
+        check_menu_overflow(menu_overflow, max_menu)
+        self.menu_overflow = menu_overflow
         self.game = game
         self.game_params = canonical_params(game, game_params)
         self.split = split
@@ -183,6 +192,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         self._text = ""
         self._obs = ""
         self._menu = Menu(())
+        self._actions: tuple[str, ...] = ()  # every valid action, in menu order
+        self._page, self._pages = 0, 1
         self._lookup: dict[str, int] | None = None
         self._won = self._lost = False
         self._score = 0.0
@@ -253,6 +264,9 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if invalid:
             self._invalid += 1
             reward = self.invalid_action_penalty
+        elif self._pages > 1 and index == len(self._menu) - 1:  # the page turn
+            self._page = (self._page + 1) % self._pages
+            self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
         else:
             command = self._menu.actions[index]
             if self._on_path:
@@ -335,15 +349,21 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if self.task_in_observation and self._task:
             text = f"{self._task}\n\n{text}"
         self._obs = clean_observation(text)
-        actions = state.get("validActions") or ()
+        actions = self._arranger.arrange(state.get("validActions") or ())
         terminal = self._won or self._lost
-        if len(actions) > self.max_menu and not terminal:
-            raise MenuTooLarge(
-                f"{self.game} seed {self.seeds[self._game_index]} offers {len(actions)} actions "
-                f"but max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
-                "(gym.make(..., max_menu=N)), or game_params that make smaller games")
-        self._menu = Menu(self._arranger.arrange(actions[: self.max_menu] if terminal
-                                                  else actions))
+        n = len(actions)
+        self._actions, self._page, self._pages = actions, 0, 1
+        if n > self.max_menu and not terminal:
+            if self.menu_overflow == "error":
+                raise MenuTooLarge(
+                    f"{self.game} seed {self.seeds[self._game_index]} offers {n} actions but "
+                    f"max_menu={self.max_menu}; pass max_menu={n} or more "
+                    "(gym.make(..., max_menu=N)), menu_overflow='page' (a second-level "
+                    "menu), or game_params that make smaller games")
+            self._pages = page_count(n, self.max_menu)
+            self._menu = Menu(menu_page(actions, 0, self.max_menu))
+        else:
+            self._menu = Menu(actions[: self.max_menu])
         self._lookup = None
 
     def _mask(self, n: int) -> np.ndarray:
@@ -359,15 +379,22 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         answers as an invalid step that changes nothing."""
         if not self._on_path or self._won or self._lost:
             return None, None
-        if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._menu.actions)}
+        if self._lookup is None:  # position of every valid action in the (unpaged) order
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
         gold, lookup = self._gold, self._lookup
         while self._gold_pos < len(gold) and gold[self._gold_pos] not in lookup:
             self._gold_pos += 1
         if self._gold_pos >= len(gold):
             return None, None
         command = gold[self._gold_pos]
-        return lookup[command], command
+        pos = lookup[command]
+        if self._pages == 1:
+            return pos, command
+        k = self.max_menu - 1
+        if pos // k == self._page:
+            return pos % k, command
+        turn = len(self._menu) - 1  # the gold action is on another page: turn the page
+        return turn, self._menu.actions[turn]
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         info = {
@@ -390,6 +417,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             "seed_range": (self.seeds[0], self.seeds[-1]),
             "split_fingerprint": self._fingerprint,
             "menu_seed": self._menu_seed,
+            "menu_page": self._page,
+            "menu_pages": self._pages,
         }
         if self.expert:
             info["expert_action"], info["expert_command"] = self._expert()

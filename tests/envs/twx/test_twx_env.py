@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from deciplane.envs.menus import PAGE_ACTION
 from deciplane.envs.twx import GAMES, TextWorldExpressEnv, canonical_params, fold_fingerprint
 from deciplane.envs.twx.java import java_status, parse_java_version
 from deciplane.errors import (ConfigError, GameError, InvalidAction, JavaUnavailable,
@@ -70,8 +71,44 @@ def test_every_game_check_env_and_expert_wins_with_shuffled_menus(game):
 def test_menu_larger_than_max_menu_is_an_error_naming_max_menu():
     env = TextWorldExpressEnv(game="cookingworld", max_menu=8)
     try:
-        with pytest.raises(MenuTooLarge, match=r"max_menu=8; pass max_menu=\d+"):
+        with pytest.raises(MenuTooLarge, match=r"max_menu=8; pass max_menu=\d+ .*"
+                                               r"menu_overflow='page'"):
             env.reset(seed=0)
+    finally:
+        env.close()
+
+
+def test_paged_menus_never_exceed_max_menu_and_the_expert_still_wins():
+    env = TextWorldExpressEnv(game="cookingworld", max_menu=12, menu_overflow="page",
+                              menu_order="shuffled", expert=True)
+    try:
+        turns = 0
+        for ep in range(2):
+            _, info = env.reset(seed=ep)
+            full = None
+            for _ in range(400):
+                assert len(info["menu"]) <= 12 and env.action_space.n == 12
+                if info["menu_pages"] > 1:
+                    assert info["menu"][-1] == PAGE_ACTION
+                a = info["expert_action"]
+                assert info["menu"][a] == info["expert_command"]
+                before = info
+                _, r, term, trunc, info = env.step(a)
+                if before["expert_command"] == PAGE_ACTION:
+                    turns += 1
+                    assert r == 0.0 and not info["invalid_action"]
+                    assert info["menu_page"] == (before["menu_page"] + 1) % before["menu_pages"]
+                if term or trunc:
+                    break
+            assert info["won"], ep
+        assert turns > 0
+        # the page turn cycles through every action of the state exactly once
+        _, info = env.reset(seed=5)
+        seen = []
+        for _ in range(info["menu_pages"]):
+            seen += [a for a in info["menu"] if a != PAGE_ACTION]
+            _, _, _, _, info = env.step(len(info["menu"]) - 1)
+        assert info["menu_page"] == 0 and len(seen) == len(set(seen)) > 12
     finally:
         env.close()
 
