@@ -81,6 +81,18 @@ def menu_page(actions: Sequence[str], page: int, size: int) -> tuple[str, ...]:
     return tuple(actions[page * k:(page + 1) * k]) + (PAGE_ACTION,)
 
 
+def index_on_page(position: int, page: int, pages: int, size: int) -> int:
+    """The index on page ``page`` (of ``pages``, menus of ``size`` slots) of the action at
+    ``position`` of the unpaged order, or -1 when it is on another page (then the page
+    turn, the last entry of the shown menu, leads to it)."""
+    if pages == 1:
+        return position
+    k = size - 1
+    if position // k == page:
+        return position % k
+    return -1
+
+
 def shuffle_key(action: str, seed: int) -> int:
     """The 64-bit sort key of ``action`` under menu seed ``seed`` (blake2b, stable across
     processes and Python versions, unlike ``hash``)."""
@@ -145,5 +157,5 @@ class MenuArranger:
 
 
 __all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "check_menu_order",
-           "check_menu_overflow", "page_count", "menu_page", "shuffle_key", "shuffled_order",
+           "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key", "shuffled_order",
            "menu_seed_for", "MenuArranger"]

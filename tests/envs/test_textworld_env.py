@@ -131,6 +131,36 @@ def test_shuffled_menus_expert_follows_and_task_in_observation(suites):
     shuf.close()
 
 
+def test_paged_menus_textworld(suites):
+    from deciplane.envs.menus import PAGE_ACTION
+    from deciplane.errors import MenuTooLarge
+
+    suite = suites["embedded"]
+    with pytest.raises(MenuTooLarge, match="menu_overflow='page'"):
+        TextWorldEnv(games=suite, max_menu=3).reset(seed=0)
+    env = gym.make(ENV_ID, games=suite, expert=True, max_menu=4, menu_overflow="page",
+                   menu_order="shuffled")
+    turns = 0
+    for i in range(len(suite)):
+        obs, info = env.reset(seed=i, options={"game": i})
+        while True:
+            assert len(info["menu"]) <= 4
+            a = info["expert_action"]
+            turn = info["expert_command"] == PAGE_ACTION
+            assert info["menu"][a] == info["expert_command"]
+            obs2, r, term, trunc, info2 = env.step(a)
+            if turn:
+                turns += 1
+                assert obs2 == obs and r == 0 and not info2["invalid_action"]
+                assert info2["menu_page"] == (info["menu_page"] + 1) % info["menu_pages"]
+            obs, info = obs2, info2
+            if term or trunc:
+                break
+        assert info["won"], info["game_name"]
+    assert turns > 0
+    env.close()
+
+
 def test_seed_determinism(suites):
     def rollout(seed):
         env = gym.make(ENV_ID, games=suites["embedded"])

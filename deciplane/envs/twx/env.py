@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium import spaces
 
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
-                                  menu_page, menu_seed_for, page_count)
+                                  index_on_page, menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText
 from deciplane.envs.textworld.env import MAX_OBS_CHARS, OBS_CHARSET, _as_index, clean_observation
 from deciplane.envs.twx.java import require_java
@@ -387,12 +387,9 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if self._gold_pos >= len(gold):
             return None, None
         command = gold[self._gold_pos]
-        pos = lookup[command]
-        if self._pages == 1:
-            return pos, command
-        k = self.max_menu - 1
-        if pos // k == self._page:
-            return pos % k, command
+        index = index_on_page(lookup[command], self._page, self._pages, self.max_menu)
+        if index >= 0:
+            return index, command
         turn = len(self._menu) - 1  # the gold action is on another page: turn the page
         return turn, self._menu.actions[turn]
 
