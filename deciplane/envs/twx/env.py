@@ -78,9 +78,10 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
     ## Reward
 
-    The change in the game's normalised score (0..1; 1 when the task is done; some games
-    give partial credit, e.g. Map Reader 0.5 for taking the coin, and Sorting drops back to
-    0 on an error), plus ``invalid_action_penalty`` on an invalid move.
+    The change in the game's normalised score (1 when the task is done; some games give
+    partial credit, e.g. Map Reader 0.5 for taking the coin, and a failure can score below
+    0, e.g. Simon Says -1 for a wrong action), plus ``invalid_action_penalty`` on an
+    invalid move.
 
     ## Episode end
 
