@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,6 +169,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         self.action_space = spaces.Discrete(self.max_menu)
 
         self._twx: Any = None
+        self._owner = os.getpid()  # a forked copy of this env must not stop the parent's JVM
         self._twx = _start_jvm()
         self._server = self._twx.server
         try:
@@ -299,9 +301,12 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
     def close(self) -> None:
         """Stop this env's JVM (waits for the java process to exit; kills it after 10 s)."""
-        twx, self._twx = self._twx, None
+        twx, self._twx = getattr(self, "_twx", None), None
         if twx is not None:
-            _stop_jvm(twx)
+            if os.getpid() == self._owner:
+                _stop_jvm(twx)
+            else:  # a forked copy: the JVM is the parent's; the package's __del__ would stop it
+                twx.close = lambda: None
         super().close()
 
     def __del__(self) -> None:  # a forgotten close() must not leave a JVM behind

@@ -323,6 +323,24 @@ def test_close_stops_the_jvm_and_is_idempotent():
         env.reset(seed=0)
 
 
+def test_a_forked_copy_closing_does_not_stop_the_parents_jvm():
+    env = TextWorldExpressEnv(game="coin")
+    try:
+        env.reset(seed=0)
+        pid = os.fork()
+        if pid == 0:  # child: close its copy (and drop it), then leave without cleanup
+            try:
+                env.close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert _alive(env.java_pid)
+        _, _, _, _, info = env.step(0)  # the parent's JVM still answers
+        assert "menu" in info
+    finally:
+        env.close()
+
+
 def _java_children() -> set[int]:
     """Live java processes whose parent is this test process."""
     me, out = os.getpid(), set()
