@@ -97,6 +97,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score`` (1.0), ``moves``,
     ``invalid_action``, ``invalid_actions``, ``task`` (the task description), ``game``,
     ``game_params`` (canonical ``"k=v,..."``), ``split``, ``fold``, ``game_seed``,
+    ``game_name`` (``twx-<game>-<split>-s<seed>``, the evaluator's task name),
     ``game_index`` (index of the seed in the fold), ``seed_range`` (first and last seed of
     the fold), ``split_fingerprint`` (hash of package version, game, parameters, fold and
     its seeds; equal fingerprints mean the same evaluation games), ``menu_seed``,
@@ -416,6 +417,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             "split": self.split,
             "fold": self.fold,
             "game_seed": self.seeds[self._game_index],
+            "game_name": f"twx-{self.game}-{self.split}-s{self.seeds[self._game_index]}",
             "game_index": self._game_index,
             "seed_range": (self.seeds[0], self.seeds[-1]),
             "split_fingerprint": self._fingerprint,

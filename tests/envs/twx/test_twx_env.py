@@ -357,3 +357,29 @@ def _java_children() -> set[int]:
         if comm == "java" and int(fields[1]) == me and fields[0] != "Z":
             out.add(int(d))
     return out
+
+
+def test_evaluate_plays_the_fold_with_one_menu_order_for_every_agent():
+    """deciplane's evaluator on TextWorldExpress-v0: the expert wins every episode, a random
+    agent does not, both on the same fingerprinted games and the same shuffled menus."""
+    from deciplane.evaluation.evaluate import ExpertAgent, RandomAgent, evaluate_agent
+
+    kw = {"game": "twc", "game_params": "numLocations=2,numItemsToPutAway=2",
+          "menu_order": "shuffled"}
+    exp = evaluate_agent(ENV_ID, ExpertAgent(), episodes=6, num_envs=2, env_kwargs=kw,
+                         progress=False)
+    rnd = evaluate_agent(ENV_ID, RandomAgent(0), episodes=6, env_kwargs=kw, progress=False)
+    assert exp.success_rate == 1.0 and rnd.success_rate < 1.0
+    assert exp.split_fingerprint == rnd.split_fingerprint
+    assert [(e.task, e.seed) for e in exp.per_episode] == [(e.task, e.seed) for e in rnd.per_episode]
+    # the menu seed is the reset seed: episode i shows the same menus to every agent
+    env = gym.make(ENV_ID, split="test", **kw)
+    try:
+        e0 = exp.per_episode[0]
+        assert e0.task.startswith("twx-twc-test-s2")
+        _, i1 = env.reset(seed=e0.seed, options={"task": 0})
+        _, i2 = env.reset(seed=e0.seed, options={"task": 0})
+        assert i1["game_name"] == e0.task and i1["menu_seed"] == e0.seed
+        assert i1["menu"] == i2["menu"] and list(i1["menu"]) != sorted(i1["menu"])
+    finally:
+        env.close()
