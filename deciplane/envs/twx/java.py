@@ -11,8 +11,8 @@ from deciplane.errors import JavaUnavailable
 MIN_JAVA = 8  # textworld-express.jar is compiled for Java 8 (class-file version 52)
 TESTED_JAVA = 17  # what deciplane installs and tests with
 INSTALL_HINT = ("install a Java 17 runtime: `sudo apt-get install -y openjdk-17-jre-headless` "
-                "(Debian/Ubuntu; `make install` does it when run as root), or put an existing "
-                "JDK/JRE 17+ on PATH")
+                "(Debian/Ubuntu; `make install` does it as root or with sudo), or put an "
+                "existing JDK/JRE on PATH")
 
 
 def parse_java_version(text: str) -> int | None:
