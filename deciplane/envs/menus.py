@@ -157,5 +157,5 @@ class MenuArranger:
 
 
 __all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "check_menu_order",
-           "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key", "shuffled_order",
-           "menu_seed_for", "MenuArranger"]
+           "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key",
+           "shuffled_order", "menu_seed_for", "MenuArranger"]

@@ -108,10 +108,11 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     that are not valid when reached, which the game would ignore, are skipped): while every
     valid action taken so far follows it, ``expert_action`` is the menu index of its next
     action (it follows the menu order) and ``expert_command`` that action (in a paged menu,
-    the page turn while the action is on another page); once an action
-    leaves the path (or the path is used up, or the episode is over) both are ``None`` — the package cannot replan
-    from an arbitrary state, so distillation and behaviour cloning must use only the states
-    where ``expert_action`` is not ``None``. Invalid moves change nothing and keep the path.
+    the page turn while the action is on another page); once an action leaves the path (or
+    the path is used up, or the episode is over) both are ``None`` — the package cannot
+    replan from an arbitrary state, so distillation and behaviour cloning must use only the
+    states where ``expert_action`` is not ``None``. Invalid moves change nothing and keep
+    the path.
 
     ## Arguments
 

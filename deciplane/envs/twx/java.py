@@ -42,7 +42,8 @@ def java_status() -> tuple[bool, str]:
     if major is None:
         return False, f"{exe} printed no version ({first}); {INSTALL_HINT}"
     if major < MIN_JAVA:
-        return False, f"{exe} is Java {major} ({first}); TextWorld-Express needs {MIN_JAVA}+: {INSTALL_HINT}"
+        return False, (f"{exe} is Java {major} ({first}); TextWorld-Express needs "
+                       f"{MIN_JAVA}+: {INSTALL_HINT}")
     if major < TESTED_JAVA:
         return True, f"{exe} ({first}; works, but deciplane is tested with Java {TESTED_JAVA})"
     return True, f"{exe} ({first})"

@@ -371,7 +371,8 @@ def test_evaluate_plays_the_fold_with_one_menu_order_for_every_agent():
     rnd = evaluate_agent(ENV_ID, RandomAgent(0), episodes=6, env_kwargs=kw, progress=False)
     assert exp.success_rate == 1.0 and rnd.success_rate < 1.0
     assert exp.split_fingerprint == rnd.split_fingerprint
-    assert [(e.task, e.seed) for e in exp.per_episode] == [(e.task, e.seed) for e in rnd.per_episode]
+    assert [(e.task, e.seed) for e in exp.per_episode] == \
+        [(e.task, e.seed) for e in rnd.per_episode]
     # the menu seed is the reset seed: episode i shows the same menus to every agent
     env = gym.make(ENV_ID, split="test", **kw)
     try:
