@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -244,9 +245,11 @@ def test_shuffle_same_seed_same_order_option_overrides_and_sorted_default():
 def test_vector_envs(vector):
     fns = [lambda: gym.make(ENV_ID, game="coin", game_params="numLocations=3", expert=True,
                             menu_order="shuffled") for _ in range(2)]
+    before = _java_descendants()
     vec = (gym.vector.SyncVectorEnv(fns) if vector == "sync"
            else gym.vector.AsyncVectorEnv(fns, context="fork"))
     try:
+        assert len(_java_descendants() - before) == 2  # one JVM per sub-env
         obs, infos = vec.reset(seed=[5, 5])
         assert str(obs[0]) == str(obs[1]) and str(obs[0]).startswith("Your task is to")
         won = np.zeros(2, dtype=bool)
@@ -260,6 +263,10 @@ def test_vector_envs(vector):
         assert won.all()
     finally:
         vec.close()
+    deadline = time.monotonic() + 20
+    while _java_descendants() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _java_descendants() - before  # no JVM left behind
 
 
 # ---- errors that say what to do, JVM lifetime -------------------------------------------------
@@ -339,6 +346,33 @@ def test_a_forked_copy_closing_does_not_stop_the_parents_jvm():
         assert "menu" in info
     finally:
         env.close()
+
+
+def _java_descendants() -> set[int]:
+    """Live java processes started (directly or through workers) by this test process."""
+    me, parent, java = os.getpid(), {}, set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        parent[int(d)] = int(fields[1])
+        if comm == "java" and fields[0] != "Z":
+            java.add(int(d))
+    out = set()
+    for pid in java:
+        p = pid
+        while p > 1:
+            p = parent.get(p, 1)
+            if p == me:
+                out.add(pid)
+                break
+    return out
 
 
 def _java_children() -> set[int]:
