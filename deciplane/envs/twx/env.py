@@ -16,7 +16,9 @@ from gymnasium import spaces
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
                                   index_on_page, menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText
-from deciplane.envs.textworld.env import MAX_OBS_CHARS, OBS_CHARSET, _as_index, clean_observation
+from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
+                                          OBS_CHARSET, _as_index, clean_observation,
+                                          normalize_command)
 from deciplane.envs.twx.java import require_java
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
 from deciplane.types import Menu
@@ -77,6 +79,12 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     nothing is sent to the game, ``info["invalid_action"]`` is True, the observation is
     repeated and the reward is ``invalid_action_penalty``.
 
+    ``action_mode="text"``: a command string (``spaces.Text``), compared with the valid
+    actions case- and whitespace-insensitively; one that is not among them is an invalid
+    move as above (TextWorld-Express has no parser beyond its action list: the game would
+    answer "Unknown action" and change nothing). The menu is not paged and not limited by
+    ``max_menu`` in this mode.
+
     ## Reward
 
     The change in the game's normalised score (1 when the task is done; some games give
@@ -130,7 +138,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
       reset), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
-      ``render_mode`` (``"ansi"`` or ``"human"``).
+      ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
+      see Action).
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -139,7 +148,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
                  split: str = "train", max_menu: int = 64, menu_order: str = "sorted",
                  task_in_observation: bool = True, expert: bool = False,
                  max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
-                 render_mode: str | None = None, menu_overflow: str = "error") -> None:
+                 render_mode: str | None = None, menu_overflow: str = "error",
+                 action_mode: str = "menu") -> None:
         if game not in GAMES:
             raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
                               f"{', '.join(GAMES)}")
@@ -153,6 +163,9 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
         check_menu_order(menu_order)
         check_menu_overflow(menu_overflow, max_menu)
+        if action_mode not in ("menu", "text"):
+            raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
+        self.action_mode = action_mode
         self.menu_overflow = menu_overflow
         self.game = game
         self.game_params = canonical_params(game, game_params)
@@ -168,7 +181,11 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
-        self.action_space = spaces.Discrete(self.max_menu)
+        if action_mode == "menu":
+            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
+        else:
+            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
+                                            charset=COMMAND_CHARSET)
 
         self._twx: Any = None
         self._owner = os.getpid()  # a forked copy of this env must not stop the parent's JVM
@@ -257,14 +274,15 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
             raise GameError("step() after the episode ended; call reset() first")
-        index = _as_index(action)
-        if not 0 <= index < self.max_menu:
+        index = self._index_from_text(action) if self.action_mode == "text" \
+            else _as_index(action)
+        if not 0 <= index < self.max_menu and self.action_mode == "menu":
             raise InvalidAction(
                 f"action {index} is outside the action space Discrete({self.max_menu}); the "
                 f"current menu has {len(self._menu)} actions, valid indices are "
                 f"0..{len(self._menu) - 1} (see info['action_mask'])")
         self._steps += 1
-        invalid = index >= len(self._menu)
+        invalid = not 0 <= index < len(self._menu)
         reward = 0.0
         if invalid:
             self._invalid += 1
@@ -341,6 +359,25 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
     # ---- internals -----------------------------------------------------------------------
 
+    def _index_from_text(self, action: Any) -> int:
+        """Menu index of a text command (-1: not a valid action)."""
+        if isinstance(action, bytes):
+            try:
+                action = action.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
+        if not isinstance(action, str):
+            raise InvalidAction(f"action_mode='text' takes a command string, got "
+                                f"{type(action).__name__}; use action_mode='menu' for indices")
+        if self._lookup is None:
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
+        index = self._lookup.get(normalize_command(action))
+        if index is None:  # the game's own spelling, case/space-insensitively
+            wanted = normalize_command(action)
+            index = next((i for i, c in enumerate(self._actions)
+                          if normalize_command(c) == wanted), -1)
+        return index
+
     def _index_of_seed(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                 or int(value) not in self._seed_set:
@@ -361,7 +398,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         terminal = self._won or self._lost
         n = len(actions)
         self._actions, self._page, self._pages = actions, 0, 1
-        if n > self.max_menu and not terminal:
+        if n > self.max_menu and not terminal and self.action_mode == "menu":
             if self.menu_overflow == "error":
                 raise MenuTooLarge(
                     f"{self.game} seed {self.seeds[self._game_index]} offers {n} actions but "
@@ -371,7 +408,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             self._pages = page_count(n, self.max_menu)
             self._menu = Menu(menu_page(actions, 0, self.max_menu))
         else:
-            self._menu = Menu(actions[: self.max_menu])
+            self._menu = Menu(actions if self.action_mode == "text" else actions[: self.max_menu])
         self._lookup = None
 
     def _mask(self, n: int) -> np.ndarray:

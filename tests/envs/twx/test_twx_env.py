@@ -418,3 +418,23 @@ def test_evaluate_plays_the_fold_with_one_menu_order_for_every_agent():
         assert i1["menu"] == i2["menu"] and list(i1["menu"]) != sorted(i1["menu"])
     finally:
         env.close()
+
+
+def test_text_mode_matches_commands_and_refuses_others():
+    env = TextWorldExpressEnv(game="twc", game_params="numLocations=1,numItemsToPutAway=2",
+                              action_mode="text", expert=True, invalid_action_penalty=-0.1)
+    try:
+        check_env(env, skip_render_check=True)
+        obs, info = env.reset(seed=2)
+        obs2, r, _, _, info2 = env.step("fly to the moon")
+        assert info2["invalid_action"] and obs2 == obs and r == pytest.approx(-0.1)
+        with pytest.raises(InvalidAction, match="command string"):
+            env.step(3)
+        done = False
+        while not done:  # the expert's commands, shouted and spaced oddly, still match
+            _, _, term, trunc, info = env.step("  " + info["expert_command"].upper() + " ")
+            assert not info["invalid_action"]
+            done = term or trunc
+        assert info["won"]
+    finally:
+        env.close()
