@@ -34,6 +34,10 @@ class EmptyMenu(DeciplaneError, RuntimeError):
     """The environment offered no legal action in a non-terminal state."""
 
 
+class JavaUnavailable(DeciplaneError, RuntimeError):
+    """No usable Java runtime (TextWorld-Express runs in a JVM); the message says how to install one."""
+
+
 class InvalidAction(DeciplaneError, ValueError):
     """An action outside the action space (e.g. an index >= max_menu)."""
 

@@ -1,5 +1,5 @@
 """``deciplane doctor``: which sandbox backends work here (and why not), what ``auto``
-picks, valgrind (the facts come from :func:`deciplane.envs.sandbox.doctor.doctor_report`)."""
+picks, valgrind, java (the facts come from :func:`deciplane.envs.sandbox.doctor.doctor_report`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from deciplane.envs.sandbox.doctor import doctor_report
 
 
 def doctor_cmd() -> None:
-    """Which sandbox backends work here (and why not), what `auto` picks, valgrind."""
+    """Which sandbox backends work here (and why not), what `auto` picks, valgrind, java."""
     console = Console()
     rep = doctor_report()
     table = Table(title="sandbox backends", show_lines=False)
@@ -32,6 +32,8 @@ def doctor_cmd() -> None:
     console.print(f"docker engine: {rep['docker_host']}")
     ok, why = rep["valgrind"]
     console.print(f"valgrind: {'yes' if ok else 'no'} ({why})")
+    ok, why = rep["java"]
+    console.print(f"java (TextWorldExpress-v0): {'yes' if ok else 'no'} ({why})")
     if not rep["auto"]:
         raise typer.Exit(1)
 

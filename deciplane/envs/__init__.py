@@ -25,6 +25,10 @@ _BUILTIN = {
         "deciplane.envs.textworld.env:TextWorldEnv",
         "TextWorld games (tw-make presets or your .z8 files); legal actions as a menu",
     ),
+    "deciplane/TextWorldExpress-v0": (
+        "deciplane.envs.twx.env:TextWorldExpressEnv",
+        "TextWorld-Express games (cookingworld, twc, coin, ...; needs Java); valid actions as a menu",
+    ),
     "deciplane/Math-v0": (
         "deciplane.envs.math.env:MathEnv",
         "math word problems; action = answer text; reward from math-verify",
@@ -90,7 +94,7 @@ def make(id: str, **kwargs: Any) -> gym.Env:
 
 
 # gym.make wraps these in TimeLimit (overridable: gym.make(id, max_episode_steps=N))
-_BUILTIN_LIMITS = {"deciplane/TextWorld-v0": 100}
+_BUILTIN_LIMITS = {"deciplane/TextWorld-v0": 100, "deciplane/TextWorldExpress-v0": 100}
 for _id, (_ep, _desc) in _BUILTIN.items():
     register(_id, _ep, _desc, max_episode_steps=_BUILTIN_LIMITS.get(_id))
 _load_plugins()
@@ -104,6 +108,7 @@ _LAZY = {
     "list_benchmarks": "deciplane.envs.benchmarks",
     "HeldOutScorer": "deciplane.envs.benchmarks.scorer",
     "TextWorldEnv": "deciplane.envs.textworld.env",
+    "TextWorldExpressEnv": "deciplane.envs.twx.env",
     "MathEnv": "deciplane.envs.math.env",
     "CodeOptEnv": "deciplane.envs.codeopt.env",
     "make_game_suite": "deciplane.envs.textworld.games",

@@ -110,6 +110,57 @@ def test_registered_and_menu_contract(suites):
     env.close()
 
 
+def test_shuffled_menus_expert_follows_and_task_in_observation(suites):
+    suite = suites["embedded"]
+    plain = gym.make(ENV_ID, games=suite, expert=True)
+    shuf = gym.make(ENV_ID, games=suite, expert=True, menu_order="shuffled",
+                    task_in_observation=True)
+    _, ip = plain.reset(seed=3)
+    obs, i1 = shuf.reset(seed=3)
+    assert i1["game_name"] == ip["game_name"] and i1["menu_seed"] == 3
+    assert sorted(i1["menu"]) == list(ip["menu"]) and i1["menu"] != ip["menu"]
+    assert i1["menu"][i1["expert_action"]] == ip["expert_command"] == i1["expert_command"]
+    assert i1["task"] and obs.startswith(i1["task"])
+    assert shuf.reset(seed=3)[1]["menu"] == i1["menu"]  # same seed, same order
+    other = shuf.reset(seed=3, options={"menu_seed": 4})[1]["menu"]
+    assert other != i1["menu"] and sorted(other) == sorted(i1["menu"])
+    for i in range(len(suite)):  # the expert still wins every game, through shuffled menus
+        info, total, _ = play_expert(shuf.unwrapped, i)
+        assert info["won"] and total == info["max_score"]
+    plain.close()
+    shuf.close()
+
+
+def test_paged_menus_textworld(suites):
+    from deciplane.envs.menus import PAGE_ACTION
+    from deciplane.errors import MenuTooLarge
+
+    suite = suites["embedded"]
+    with pytest.raises(MenuTooLarge, match="menu_overflow='page'"):
+        TextWorldEnv(games=suite, max_menu=3).reset(seed=0)
+    env = gym.make(ENV_ID, games=suite, expert=True, max_menu=4, menu_overflow="page",
+                   menu_order="shuffled")
+    turns = 0
+    for i in range(len(suite)):
+        obs, info = env.reset(seed=i, options={"game": i})
+        while True:
+            assert len(info["menu"]) <= 4
+            a = info["expert_action"]
+            turn = info["expert_command"] == PAGE_ACTION
+            assert info["menu"][a] == info["expert_command"]
+            obs2, r, term, trunc, info2 = env.step(a)
+            if turn:
+                turns += 1
+                assert obs2 == obs and r == 0 and not info2["invalid_action"]
+                assert info2["menu_page"] == (info["menu_page"] + 1) % info["menu_pages"]
+            obs, info = obs2, info2
+            if term or trunc:
+                break
+        assert info["won"], info["game_name"]
+    assert turns > 0
+    env.close()
+
+
 def test_seed_determinism(suites):
     def rollout(seed):
         env = gym.make(ENV_ID, games=suites["embedded"])

@@ -21,7 +21,7 @@ def valgrind_status() -> tuple[bool, str]:
 
 def doctor_report() -> dict:
     """``{"backends": {name: (ok, reason)}, "auto": name|None, "auto_error": str|None,
-    "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason)}``."""
+    "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason), "java": (ok, reason)}``."""
     from deciplane.envs.sandbox import available_backends, resolve_backend
     from deciplane.envs.sandbox._common import cgroup_support, find_python, scratch_base
     from deciplane.errors import DeciplaneError
@@ -41,6 +41,9 @@ def doctor_report() -> dict:
     except DeciplaneError as exc:
         report["scratch"] = f"error: {exc}"
     report["valgrind"] = valgrind_status()
+    from deciplane.envs.twx.java import java_status  # TextWorld-Express runs in a JVM
+
+    report["java"] = java_status()
     report["docker_host"] = (os.environ.get("DECIPLANE_DOCKER_HOST")
                              or os.environ.get("DOCKER_HOST") or "(default socket)")
     return report

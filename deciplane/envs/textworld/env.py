@@ -15,6 +15,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
+                                  index_on_page, menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
@@ -66,8 +68,11 @@ class TextWorldEnv(gym.Env[str, Any]):
     ## Action
 
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
-    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted,
-    without TextWorld escape commands (``\\...``). ``info["action_mask"]`` marks the
+    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, without
+    TextWorld escape commands (``\\...``), sorted (``menu_order="sorted"``, default) or in
+    a seeded shuffled order (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the
+    menu seed is ``reset(options={"menu_seed": s})``, else the reset seed, else random; the
+    expert index follows the order). ``info["action_mask"]`` marks the
     valid indices. An index outside ``Discrete(max_menu)`` raises
     :class:`deciplane.errors.InvalidAction`; a masked index inside it is an *invalid move*:
     the game does not change, ``info["invalid_action"]`` is True, the observation is
@@ -97,7 +102,9 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``
     (steps taken), ``invalid_action`` (this step), ``invalid_actions`` (this episode),
-    ``game`` (path), ``game_name``, ``game_index``, ``split_fingerprint`` and, with
+    ``game`` (path), ``game_name``, ``game_index``, ``split_fingerprint``, ``menu_seed``,
+    ``menu_page``/``menu_pages`` (0 and 1 unless the menu is paged),
+    ``task`` (the game's objective text, "" when the game has none) and, with
     ``expert=True``, ``expert_action`` (menu index of the first command of TextWorld's
     winning policy; absent when there is none) and ``expert_command``.
 
@@ -111,7 +118,13 @@ class TextWorldEnv(gym.Env[str, Any]):
     * ``n_games``: games per split for a preset (default 10); ``game_options``: tw-make
       options of the preset (e.g. ``{"level": 5}``); ``suite_seed``: another family of games.
     * ``max_menu``: size of the action space; a state with more actions raises
-      :class:`~deciplane.errors.MenuTooLarge` (then raise ``max_menu``).
+      :class:`~deciplane.errors.MenuTooLarge` (then raise ``max_menu``), or, with
+      ``menu_overflow="page"``, is shown as a second-level menu: pages of ``max_menu - 1``
+      actions whose last entry ``"(show more actions)"`` turns the page (a step with reward
+      0 that does not act in the game; ``info["menu_page"]``/``info["menu_pages"]``).
+    * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"`` (see Action).
+    * ``task_in_observation`` (False): put the objective text and a blank line before
+      every observation, so that the goal stays in every prompt built from it.
     * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
@@ -127,8 +140,12 @@ class TextWorldEnv(gym.Env[str, Any]):
                  expert: bool = False,
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, menu_order: str = "sorted",
+                 task_in_observation: bool = False, menu_overflow: str = "error") -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
+        check_menu_order(menu_order)
+        check_menu_overflow(menu_overflow, max_menu)
+        self.menu_overflow = menu_overflow
         if progress is None:  # a bar while games are generated, when someone can see it
             progress = sys.stderr.isatty()
         self.suite = _resolve_suite(games, split, n_games, game_options or {}, suite_seed,
@@ -143,6 +160,11 @@ class TextWorldEnv(gym.Env[str, Any]):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.strip_banner = bool(strip_banner)
         self.render_mode = render_mode
+        self.menu_order = menu_order
+        self.task_in_observation = bool(task_in_observation)
+        self._arranger = MenuArranger(menu_order)
+        self._menu_seed = 0
+        self._task = ""
 
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
@@ -155,7 +177,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         import textworld
 
         self._request = textworld.EnvInfos(admissible_commands=True, won=True, lost=True,
-                                           score=True, max_score=True,
+                                           score=True, max_score=True, objective=True,
                                            policy_commands=self.expert)
         self._games: OrderedDict[Path, Any] = OrderedDict()  # path -> loaded textworld env
         self._order: np.ndarray | None = None
@@ -165,6 +187,8 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._obs = ""
         self._menu = Menu(())
         self._lookup: dict[str, int] | None = None
+        self._actions: tuple[str, ...] = ()  # every admissible command, in menu order
+        self._page, self._pages = 0, 1
         self._state: Any = None
         self._score = 0
         self._steps = 0
@@ -187,8 +211,11 @@ class TextWorldEnv(gym.Env[str, Any]):
             index = int(self._order[self._pos])
             self._pos += 1
         self._game_index = index
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
+        self._arranger.start_episode(self._menu_seed)
         self._env = self._load(self.suite.paths[index])
         state = self._env.reset()
+        self._task = clean_observation(str(state["objective"] or "").strip())
         self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
         obs = state.feedback
         if self.strip_banner:
@@ -200,9 +227,14 @@ class TextWorldEnv(gym.Env[str, Any]):
         if self._done:
             raise GameError("step() after the episode ended; call reset() first")
         if self.action_mode == "menu":
-            command = self._command_from_index(action)
+            index = _as_index(action)
+            command = self._command_from_index(index)
             send = command is not None
             invalid = not send
+            if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
+                self._page = (self._page + 1) % self._pages
+                self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+                send = False
         else:
             command, send, invalid = self._command_from_text(action)
         self._steps += 1
@@ -294,14 +326,22 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
+        if self.task_in_observation and self._task:
+            obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)
-        actions = [c for c in sorted(state["admissible_commands"] or ()) if c[:1] != "\\"]
+        actions = self._arranger.arrange(
+            [c for c in state["admissible_commands"] or () if c[:1] != "\\"])
+        self._actions, self._page, self._pages = actions, 0, 1
         if len(actions) > self.max_menu and not (state["won"] or state["lost"]):
-            raise MenuTooLarge(
-                f"{self._names[self._game_index]} offers {len(actions)} actions but "
-                f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
-                "(gym.make(..., max_menu=N))")
-        self._menu = Menu(tuple(actions[: self.max_menu]))
+            if self.menu_overflow == "error":
+                raise MenuTooLarge(
+                    f"{self._names[self._game_index]} offers {len(actions)} actions but "
+                    f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
+                    "(gym.make(..., max_menu=N)) or menu_overflow='page' (a second-level menu)")
+            self._pages = page_count(len(actions), self.max_menu)
+            self._menu = Menu(menu_page(actions, 0, self.max_menu))
+        else:
+            self._menu = Menu(tuple(actions[: self.max_menu]))
         self._lookup = None
 
     def _mask(self, n: int) -> np.ndarray:
@@ -312,8 +352,9 @@ class TextWorldEnv(gym.Env[str, Any]):
         return m.copy()
 
     def _index_of(self, command: str) -> int:
+        """Position of ``command`` among all admissible commands (-1: not admissible)."""
         if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._menu.actions)}
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
         return self._lookup.get(command, -1)
 
     def _command_from_index(self, action: Any) -> str | None:
@@ -358,13 +399,21 @@ class TextWorldEnv(gym.Env[str, Any]):
             "game_name": self._names[self._game_index],
             "game_index": self._game_index,
             "split_fingerprint": self.suite.fingerprint,
+            "menu_seed": self._menu_seed,
+            "menu_page": self._page,
+            "menu_pages": self._pages,
+            "task": self._task,
         }
         if self.expert:
             policy = state["policy_commands"] or ()
             if policy:
-                index = self._index_of(policy[0])
+                pos = self._index_of(policy[0])
                 info["expert_command"] = policy[0]
-                if index >= 0:
+                if pos >= 0:
+                    index = index_on_page(pos, self._page, self._pages, self.max_menu)
+                    if index < 0:  # on another page: the expert turns the page
+                        index = len(self._menu) - 1
+                        info["expert_command"] = self._menu.actions[index]
                     info["expert_action"] = index
         return info
 

@@ -1,0 +1,161 @@
+"""Menu order, shared by every menu environment (TextWorld, TextWorld-Express, ALFWorld).
+
+A menu shown in the game's own order or in sorted order lets a policy learn a *position*
+shortcut ("the first action is usually right") instead of reading the actions. With
+``menu_order="shuffled"`` the env shows its legal actions in a seeded pseudo-random order:
+
+* the order of a menu depends only on the **menu seed** and the **set of actions** (each
+  action gets the key ``blake2b(seed, action)``; the menu is sorted by key), never on the
+  order the game listed them in nor on the step number. Episodes that share a menu seed
+  and a state therefore see the same menu (a group of episodes started with the same seed
+  keeps its shared prefix shared), and a different seed gives an unrelated order;
+* the env's expert index (``info["expert_action"]``) is looked up in the shown menu, so it
+  follows the shuffle.
+
+Menus larger than the action space: ``menu_overflow="error"`` (default) raises
+:class:`~deciplane.errors.MenuTooLarge` naming ``max_menu``; ``menu_overflow="page"`` shows
+a second-level menu instead: pages of ``max_menu - 1`` actions whose last slot is
+:data:`PAGE_ACTION`, which turns to the next page (cyclically) without acting in the game
+(:func:`menu_page`, :func:`page_count`).
+
+``menu_seed_for`` is how every env derives the per-episode menu seed: an explicit
+``reset(options={"menu_seed": s})`` wins; otherwise the reset seed (so evaluation episode
+``i``, reset with seed ``seed + i``, gets the same fixed shuffle for every agent compared);
+otherwise a draw from the env's ``np_random``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from deciplane.errors import ConfigError
+
+MENU_ORDERS = ("sorted", "shuffled")
+"""``sorted``: alphabetical (the default of a directly built env); ``shuffled``: seeded."""
+
+MENU_OVERFLOWS = ("error", "page")
+"""What a menu larger than ``max_menu`` does: raise ``MenuTooLarge``, or show pages."""
+
+PAGE_ACTION = "(show more actions)"
+"""The last slot of every page of a paged menu: turns to the next page (no game action)."""
+
+_MASK64 = (1 << 64) - 1
+
+
+def check_menu_order(menu_order: str) -> str:
+    if menu_order not in MENU_ORDERS:
+        raise ConfigError(f"menu_order must be one of {', '.join(MENU_ORDERS)}, got "
+                          f"{menu_order!r}")
+    return menu_order
+
+
+def check_menu_overflow(menu_overflow: str, max_menu: int) -> str:
+    if menu_overflow not in MENU_OVERFLOWS:
+        raise ConfigError(f"menu_overflow must be one of {', '.join(MENU_OVERFLOWS)}, got "
+                          f"{menu_overflow!r}")
+    if menu_overflow == "page" and int(max_menu) < 2:
+        raise ConfigError(f"menu_overflow='page' needs max_menu >= 2 (one action and the "
+                          f"page turn), got max_menu={max_menu}")
+    return menu_overflow
+
+
+def page_count(n_actions: int, size: int) -> int:
+    """Pages needed to show ``n_actions`` in menus of ``size`` slots (1 when they fit; else
+    ``size - 1`` actions per page plus the page turn)."""
+    if n_actions <= size:
+        return 1
+    return -(-n_actions // (size - 1))
+
+
+def menu_page(actions: Sequence[str], page: int, size: int) -> tuple[str, ...]:
+    """Page ``page`` of ``actions`` as a menu of at most ``size`` slots: all of them when
+    they fit, else actions ``page*(size-1) .. page*(size-1)+size-2`` followed by
+    :data:`PAGE_ACTION`."""
+    if len(actions) <= size:
+        return tuple(actions)
+    k = size - 1
+    return tuple(actions[page * k:(page + 1) * k]) + (PAGE_ACTION,)
+
+
+def index_on_page(position: int, page: int, pages: int, size: int) -> int:
+    """The index on page ``page`` (of ``pages``, menus of ``size`` slots) of the action at
+    ``position`` of the unpaged order, or -1 when it is on another page (then the page
+    turn, the last entry of the shown menu, leads to it)."""
+    if pages == 1:
+        return position
+    k = size - 1
+    if position // k == page:
+        return position % k
+    return -1
+
+
+def shuffle_key(action: str, seed: int) -> int:
+    """The 64-bit sort key of ``action`` under menu seed ``seed`` (blake2b, stable across
+    processes and Python versions, unlike ``hash``)."""
+    h = hashlib.blake2b(action.encode("utf-8"), digest_size=8,
+                        key=(int(seed) & _MASK64).to_bytes(8, "little"))
+    return int.from_bytes(h.digest(), "little")
+
+
+def shuffled_order(actions: Sequence[str], seed: int) -> list[int]:
+    """The permutation that shows ``actions`` shuffled under ``seed``: a list of indices
+    into ``actions``, ordered by ``(shuffle_key(action, seed), action)``. It depends only on
+    the seed and the actions themselves (not on their input order)."""
+    keys = [shuffle_key(a, seed) for a in actions]
+    return sorted(range(len(actions)), key=lambda i: (keys[i], actions[i]))
+
+
+def menu_seed_for(options: dict[str, Any] | None, seed: int | None,
+                  np_random: np.random.Generator, order: str = "shuffled") -> int:
+    """The menu seed of an episode: ``options["menu_seed"]``, else the reset ``seed``, else a
+    draw from ``np_random`` (call after ``super().reset(seed=seed)``). With
+    ``order="sorted"`` the seed is unused and nothing is drawn (0 without seed/option), so a
+    sorted env's random stream, hence its game order, is what it was before menus.py."""
+    if options and options.get("menu_seed") is not None:
+        value = options["menu_seed"]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"options['menu_seed'] must be an integer, got {value!r}")
+        return int(value)
+    if seed is not None:
+        return int(seed)
+    if order == "sorted":
+        return 0
+    return int(np_random.integers(0, 2**63 - 1))
+
+
+class MenuArranger:
+    """Puts a state's legal actions in the env's menu order (a small per-episode cache of
+    shuffle keys, so a shuffled menu costs one dict lookup per action after the first
+    sight of each action)."""
+
+    __slots__ = ("order", "seed", "_keys")
+
+    def __init__(self, order: str = "sorted") -> None:
+        self.order = check_menu_order(order)
+        self.seed = 0
+        self._keys: dict[str, int] = {}
+
+    def start_episode(self, seed: int) -> None:
+        if int(seed) != self.seed or len(self._keys) > 4096:
+            self._keys = {}
+        self.seed = int(seed)
+
+    def arrange(self, actions: Sequence[str]) -> tuple[str, ...]:
+        """``actions`` in this env's order: sorted, or sorted by their shuffle keys."""
+        if self.order == "sorted":
+            return tuple(sorted(actions))
+        keys = self._keys
+        seed = self.seed
+        for a in actions:
+            if a not in keys:
+                keys[a] = shuffle_key(a, seed)
+        return tuple(sorted(actions, key=lambda a: (keys[a], a)))
+
+
+__all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "check_menu_order",
+           "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key",
+           "shuffled_order", "menu_seed_for", "MenuArranger"]

@@ -1,0 +1,586 @@
+"""``deciplane/TextWorldExpress-v0``: the TextWorld-Express games with their legal actions
+as a menu (same contract as ``deciplane/TextWorld-v0``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
+                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.spaces import ObservationText
+from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
+                                          OBS_CHARSET, _as_index, clean_observation,
+                                          normalize_command)
+from deciplane.envs.twx.java import require_java
+from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
+from deciplane.types import Menu
+
+GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays",
+         "peckingorder")
+"""The games of TextWorld-Express 1.x (``game=``)."""
+
+GAME_PARAMS: dict[str, tuple[str, ...]] = {
+    "cookingworld": ("numLocations", "numIngredients", "numDistractorItems", "includeDoors",
+                     "limitInventorySize"),
+    "twc": ("numLocations", "numItemsToPutAway", "includeDoors", "limitInventorySize"),
+    "coin": ("numLocations", "numDistractorItems", "includeDoors", "limitInventorySize"),
+    "mapreader": ("numLocations", "maxDistanceApart", "maxDistractorItemsPerLocation",
+                  "includeDoors", "limitInventorySize"),
+    "arithmetic": (),
+    "sorting": (),
+    "simonsays": ("gameLength", "numDistractors", "memorization", "verbose"),
+    "peckingorder": (),
+}
+"""Parameters each game accepts (``game_params=``); their ranges are checked by the game."""
+
+SPLIT_TO_FOLD = {"train": "train", "valid": "dev", "test": "test"}
+"""deciplane split -> TextWorld-Express ``gameFold`` (the official folds)."""
+
+
+class TextWorldExpressEnv(gym.Env[str, Any]):
+    """TextWorld-Express games (CookingWorld, TWC, Coin Collector, Map Reader, Arithmetic,
+    Sorting, Simon Says, Pecking Order) as menus.
+
+    ## Description
+
+    `TextWorld-Express <https://github.com/cognitiveailab/TextWorldExpress>`_ generates each
+    game from a seed, in a JVM (one per env, started at construction, stopped by
+    ``close()``; it needs ``java`` on PATH). A split is one of the package's official
+    folds: ``train`` (``gameFold="train"``, seeds 0..999), ``valid`` (``"dev"``, seeds
+    10000..10999) and ``test`` (``"test"``, seeds 20000..20999); the fold also selects the
+    held-out objects/recipes of the games that have them. ``reset(seed=s)`` picks a game
+    seed of the fold deterministically from ``s``; ``reset(options={"game": i})`` (or
+    ``{"task": i}``) plays the ``i``-th seed of the fold, ``{"game_seed": n}`` the game of
+    TextWorld-Express seed ``n`` (it must lie in the fold). Without options, games come in a
+    shuffled order that covers the fold before repeating.
+
+    ## Observation
+
+    The game's text (``spaces.Text``), preceded by the task description
+    (``"Your task is to ..."``) and a blank line when ``task_in_observation`` (default), so
+    that the goal is in every observation and so in every prompt built from it.
+
+    ## Action
+
+    ``Discrete(max_menu)``, an index into ``info["menu"]`` — a :class:`deciplane.Menu` of
+    the valid actions, sorted (``menu_order="sorted"``, default) or in a seeded shuffled
+    order (``menu_order="shuffled"``: see :mod:`deciplane.envs.menus`; the menu seed is
+    ``options["menu_seed"]``, else the reset seed, else random). ``info["action_mask"]``
+    marks the valid indices. An index outside ``Discrete(max_menu)`` raises
+    :class:`deciplane.errors.InvalidAction`; a masked index inside it is an *invalid move*:
+    nothing is sent to the game, ``info["invalid_action"]`` is True, the observation is
+    repeated and the reward is ``invalid_action_penalty``.
+
+    ``action_mode="text"``: a command string (``spaces.Text``), compared with the valid
+    actions case- and whitespace-insensitively; one that is not among them is an invalid
+    move as above (TextWorld-Express has no parser beyond its action list: the game would
+    answer "Unknown action" and change nothing). The menu is not paged and not limited by
+    ``max_menu`` in this mode.
+
+    ## Reward
+
+    The change in the game's normalised score (1 when the task is done; some games give
+    partial credit, e.g. Map Reader 0.5 for taking the coin, and a failure can score below
+    0, e.g. Simon Says -1 for a wrong action), plus ``invalid_action_penalty`` on an
+    invalid move.
+
+    ## Episode end
+
+    ``terminated`` when the task succeeds or fails (``info["won"]``/``info["lost"]``);
+    ``truncated`` after ``max_episode_steps`` steps (invalid ones included; ``gym.make``
+    applies Gymnasium's ``TimeLimit``, 100 unless ``gym.make(..., max_episode_steps=N)``;
+    constructed directly, the env's own ``max_episode_steps``, default none), or if a
+    non-terminal state offers no action (``info["empty_menu"] = True``).
+
+    ## Info
+
+    ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score`` (1.0), ``moves``,
+    ``invalid_action``, ``invalid_actions``, ``task`` (the task description), ``game``,
+    ``game_params`` (canonical ``"k=v,..."``), ``split``, ``fold``, ``game_seed``,
+    ``game_name`` (``twx-<game>-<split>-s<seed>``, the evaluator's task name),
+    ``game_index`` (index of the seed in the fold), ``seed_range`` (first and last seed of
+    the fold), ``split_fingerprint`` (hash of package version, game, parameters, fold and
+    its seeds; equal fingerprints mean the same evaluation games), ``menu_seed``,
+    ``menu_page`` and ``menu_pages`` (0 and 1 unless the menu is paged) and, with
+    ``expert=True``, ``expert_action`` and ``expert_command``.
+
+    The expert is TextWorld-Express's gold path, computed once at ``reset`` (its entries
+    that are not valid when reached, which the game would ignore, are skipped): while every
+    valid action taken so far follows it, ``expert_action`` is the menu index of its next
+    action (it follows the menu order) and ``expert_command`` that action (in a paged menu,
+    the page turn while the action is on another page); once an action leaves the path (or
+    the path is used up, or the episode is over) both are ``None`` — the package cannot
+    replan from an arbitrary state, so distillation and behaviour cloning must use only the
+    states where ``expert_action`` is not ``None``. Invalid moves change nothing and keep
+    the path.
+
+    ## Arguments
+
+    * ``game``: one of :data:`GAMES` (default ``"coin"``); ``game_params``: its parameters as
+      a dict (``{"numLocations": 3}``) or a string (``"numLocations=3,includeDoors=0"``);
+      accepted names per game in :data:`GAME_PARAMS`, ranges checked by the game.
+    * ``split``: ``train`` | ``valid`` | ``test``.
+    * ``max_menu`` (64): size of the action space. A state with more actions raises
+      :class:`~deciplane.errors.MenuTooLarge` naming ``max_menu`` (``menu_overflow="error"``,
+      the default; the same policy as ``TextWorld-v0``, and the menu agent also refuses
+      menus larger than its label alphabet), or, with ``menu_overflow="page"``, is shown as
+      a second-level menu: pages of ``max_menu - 1`` actions whose last entry
+      ``"(show more actions)"`` turns the page (a step with reward 0 that does not act in
+      the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
+    * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
+    * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
+      reset), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
+      ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
+      see Action).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
+                 split: str = "train", max_menu: int = 64, menu_order: str = "sorted",
+                 task_in_observation: bool = True, expert: bool = False,
+                 max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
+                 render_mode: str | None = None, menu_overflow: str = "error",
+                 action_mode: str = "menu") -> None:
+        if game not in GAMES:
+            raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
+                              f"{', '.join(GAMES)}")
+        if split not in SPLIT_TO_FOLD:
+            raise ConfigError(f"split must be one of {', '.join(SPLIT_TO_FOLD)}, got {split!r}")
+        if int(max_menu) < 1:
+            raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
+        if max_episode_steps is not None and int(max_episode_steps) < 1:
+            raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        if render_mode not in (None, "ansi", "human"):
+            raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
+        check_menu_order(menu_order)
+        check_menu_overflow(menu_overflow, max_menu)
+        if action_mode not in ("menu", "text"):
+            raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
+        self.action_mode = action_mode
+        self.menu_overflow = menu_overflow
+        self.game = game
+        self.game_params = canonical_params(game, game_params)
+        self.split = split
+        self.fold = SPLIT_TO_FOLD[split]
+        self.max_menu = int(max_menu)
+        self.menu_order = menu_order
+        self.task_in_observation = bool(task_in_observation)
+        self.expert = bool(expert)
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.render_mode = render_mode
+
+        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
+                                                 charset=OBS_CHARSET)
+        if action_mode == "menu":
+            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
+        else:
+            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
+                                            charset=COMMAND_CHARSET)
+
+        self._twx: Any = None
+        self._owner = os.getpid()  # a forked copy of this env must not stop the parent's JVM
+        self._twx = _start_jvm()
+        self._server = self._twx.server
+        try:
+            self._twx.load(self.game, self.game_params)
+        except ValueError as e:  # the game's own check of names and ranges
+            self.close()
+            raise ConfigError(f"TextWorld-Express refused game={game!r} with game_params="
+                              f"{self.game_params!r}: {str(e).strip()} (accepted parameters "
+                              f"of {game}: {', '.join(GAME_PARAMS[game]) or 'none'})") from None
+        seeds = {"train": self._server.getSeedsTrain, "dev": self._server.getSeedsDev,
+                 "test": self._server.getSeedsTest}[self.fold]()
+        self.seeds: tuple[int, ...] = tuple(int(s) for s in seeds)
+        self._seed_set = frozenset(self.seeds)
+        self._fingerprint = fold_fingerprint(_package_version(), game, self.game_params,
+                                             self.fold, self.seeds)
+        self._arranger = MenuArranger(menu_order)
+        self._masks: dict[int, np.ndarray] = {}
+        self._order: np.ndarray | None = None
+        self._pos = 0
+        self._game_index = -1
+        self._menu_seed = 0
+        self._task = ""
+        self._text = ""
+        self._obs = ""
+        self._menu = Menu(())
+        self._actions: tuple[str, ...] = ()  # every valid action, in menu order
+        self._page, self._pages = 0, 1
+        self._lookup: dict[str, int] | None = None
+        self._won = self._lost = False
+        self._score = 0.0
+        self._steps = 0
+        self._invalid = 0
+        self._done = True
+        self._gold: list[str] = []
+        self._gold_pos = 0
+        self._on_path = False
+
+    # ---- gymnasium API ------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if self._twx is None:
+            raise GameError("reset() after close(); build a new env")
+        n = len(self.seeds)
+        if seed is not None or self._order is None:
+            self._order, self._pos = self.np_random.permutation(n), 0
+        opts = options or {}
+        game = opts.get("game", opts.get("task"))
+        if opts.get("game_seed") is not None:
+            index = self._index_of_seed(opts["game_seed"])
+        elif game is not None:
+            if isinstance(game, bool) or not isinstance(game, (int, np.integer)) \
+                    or not 0 <= int(game) < n:
+                raise ConfigError(f"options['game']={game!r}: pass an index 0..{n - 1} of the "
+                                  f"{self.split} fold (or options['game_seed'] in "
+                                  f"{self.seeds[0]}..{self.seeds[-1]})")
+            index = int(game)
+        else:
+            if self._pos >= n:
+                self._order, self._pos = self.np_random.permutation(n), 0
+            index = int(self._order[self._pos])
+            self._pos += 1
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
+        self._arranger.start_episode(self._menu_seed)
+        self._game_index = index
+        state = _loads(self._server.generateNewGameJSON(self.seeds[index], self.fold,
+                                                        self.expert))
+        if str(state.get("observation", "")).startswith("ERROR"):
+            raise GameError(f"TextWorld-Express could not generate {self.game} seed "
+                            f"{self.seeds[index]}: {state['observation']}")
+        self._task = str(self._server.getTaskDescription())
+        self._gold = [str(a) for a in self._server.getGoldActionSequence()] if self.expert else []
+        if self.expert and not self._gold:
+            raise GameError(f"TextWorld-Express found no gold path for {self.game} seed "
+                            f"{self.seeds[index]} ({self.game_params or 'default params'}); "
+                            "use expert=False or other game_params")
+        self._gold_pos, self._on_path = 0, self.expert
+        self._score, self._steps, self._invalid, self._done = 0.0, 0, 0, False
+        self._observe(state)
+        return self._obs, self._info(invalid=False)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise GameError("step() after the episode ended; call reset() first")
+        index = self._index_from_text(action) if self.action_mode == "text" \
+            else _as_index(action)
+        if not 0 <= index < self.max_menu and self.action_mode == "menu":
+            raise InvalidAction(
+                f"action {index} is outside the action space Discrete({self.max_menu}); the "
+                f"current menu has {len(self._menu)} actions, valid indices are "
+                f"0..{len(self._menu) - 1} (see info['action_mask'])")
+        self._steps += 1
+        invalid = not 0 <= index < len(self._menu)
+        reward = 0.0
+        if invalid:
+            self._invalid += 1
+            reward = self.invalid_action_penalty
+        elif self._pages > 1 and index == len(self._menu) - 1:  # the page turn
+            self._page = (self._page + 1) % self._pages
+            self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+        else:
+            command = self._menu.actions[index]
+            if self._on_path:
+                if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
+                    self._gold_pos += 1
+                else:
+                    self._on_path = False
+            state = _loads(self._server.stepJSON(command))
+            score = float(state["score"])
+            reward = score - self._score
+            self._score = score
+            self._observe(state)
+        terminated = self._won or self._lost
+        empty = not terminated and not self._menu.actions
+        limit = self.max_episode_steps
+        truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
+        self._done = terminated or truncated
+        info = self._info(invalid=invalid)
+        if empty:
+            info["empty_menu"] = True
+        return self._obs, float(reward), terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._obs
+        if self.render_mode == "human":
+            print(self._obs)
+        return None
+
+    def close(self) -> None:
+        """Stop this env's JVM (waits for the java process to exit; kills it after 10 s)."""
+        twx, self._twx = getattr(self, "_twx", None), None
+        if twx is not None:
+            if os.getpid() == self._owner:
+                _stop_jvm(twx)
+            else:  # a forked copy: the JVM is the parent's; the package's __del__ would stop it
+                twx.close = lambda: None
+        super().close()
+
+    def __del__(self) -> None:  # a forgotten close() must not leave a JVM behind
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # ---- properties for evaluators ------------------------------------------------------
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of game seeds in the fold (``reset(options={"game": i})`` plays seed ``i``)."""
+        return len(self.seeds)
+
+    @property
+    def split_fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def menu(self) -> Menu:
+        return self._menu
+
+    @property
+    def java_pid(self) -> int | None:
+        """Process id of this env's JVM (None after ``close()``)."""
+        if self._twx is None:
+            return None
+        return int(self._twx._gateway.java_process.pid)
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _index_from_text(self, action: Any) -> int:
+        """Menu index of a text command (-1: not a valid action)."""
+        if isinstance(action, bytes):
+            try:
+                action = action.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
+        if not isinstance(action, str):
+            raise InvalidAction(f"action_mode='text' takes a command string, got "
+                                f"{type(action).__name__}; use action_mode='menu' for indices")
+        if self._lookup is None:
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
+        index = self._lookup.get(normalize_command(action))
+        if index is None:  # the game's own spelling, case/space-insensitively
+            wanted = normalize_command(action)
+            index = next((i for i, c in enumerate(self._actions)
+                          if normalize_command(c) == wanted), -1)
+        return index
+
+    def _index_of_seed(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or int(value) not in self._seed_set:
+            raise ConfigError(f"options['game_seed']={value!r} is not a seed of the {self.split} "
+                              f"fold ({self.fold}: {self.seeds[0]}..{self.seeds[-1]}); pick one "
+                              "in that range or change split=")
+        return self.seeds.index(int(value))
+
+    def _observe(self, state: dict[str, Any]) -> None:
+        self._won = bool(state.get("tasksuccess"))
+        self._lost = bool(state.get("taskfailure"))
+        text = str(state["observation"])
+        self._text = text
+        if self.task_in_observation and self._task:
+            text = f"{self._task}\n\n{text}"
+        self._obs = clean_observation(text)
+        actions = self._arranger.arrange(state.get("validActions") or ())
+        terminal = self._won or self._lost
+        n = len(actions)
+        self._actions, self._page, self._pages = actions, 0, 1
+        if n > self.max_menu and not terminal and self.action_mode == "menu":
+            if self.menu_overflow == "error":
+                raise MenuTooLarge(
+                    f"{self.game} seed {self.seeds[self._game_index]} offers {n} actions but "
+                    f"max_menu={self.max_menu}; pass max_menu={n} or more "
+                    "(gym.make(..., max_menu=N)), menu_overflow='page' (a second-level "
+                    "menu), or game_params that make smaller games")
+            self._pages = page_count(n, self.max_menu)
+            self._menu = Menu(menu_page(actions, 0, self.max_menu))
+        else:
+            self._menu = Menu(actions if self.action_mode == "text" else actions[: self.max_menu])
+        self._lookup = None
+
+    def _mask(self, n: int) -> np.ndarray:
+        m = self._masks.get(n)
+        if m is None:
+            m = self._masks[n] = self._menu.mask(self.max_menu)
+        return m.copy()
+
+    def _expert(self) -> tuple[int | None, str | None]:
+        """The next gold action and its menu index. Gold-path entries that are not valid in
+        the current state are skipped: TextWorld-Express's gold agents sometimes repeat an
+        action that is already done (``open kitchen cupboard`` twice), which the game
+        answers as an invalid step that changes nothing."""
+        if not self._on_path or self._won or self._lost:
+            return None, None
+        if self._lookup is None:  # position of every valid action in the (unpaged) order
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
+        gold, lookup = self._gold, self._lookup
+        while self._gold_pos < len(gold) and gold[self._gold_pos] not in lookup:
+            self._gold_pos += 1
+        if self._gold_pos >= len(gold):
+            return None, None
+        command = gold[self._gold_pos]
+        index = index_on_page(lookup[command], self._page, self._pages, self.max_menu)
+        if index >= 0:
+            return index, command
+        turn = len(self._menu) - 1  # the gold action is on another page: turn the page
+        return turn, self._menu.actions[turn]
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        info = {
+            "menu": self._menu,
+            "action_mask": self._mask(len(self._menu)),
+            "won": self._won,
+            "lost": self._lost,
+            "score": self._score,
+            "max_score": 1.0,
+            "moves": self._steps,
+            "invalid_action": invalid,
+            "invalid_actions": self._invalid,
+            "task": self._task,
+            "game": self.game,
+            "game_params": self.game_params,
+            "split": self.split,
+            "fold": self.fold,
+            "game_seed": self.seeds[self._game_index],
+            "game_name": f"twx-{self.game}-{self.split}-s{self.seeds[self._game_index]}",
+            "game_index": self._game_index,
+            "seed_range": (self.seeds[0], self.seeds[-1]),
+            "split_fingerprint": self._fingerprint,
+            "menu_seed": self._menu_seed,
+            "menu_page": self._page,
+            "menu_pages": self._pages,
+        }
+        if self.expert:
+            info["expert_action"], info["expert_command"] = self._expert()
+        return info
+
+
+# ---- small pure helpers -------------------------------------------------------------------
+
+
+def canonical_params(game: str, params: str | Mapping[str, Any] | None) -> str:
+    """``game_params`` as the ``"k=v,k=v"`` string TextWorld-Express reads, keys sorted.
+
+    Raises :class:`~deciplane.errors.ConfigError` for a string that does not parse, a value
+    that is not an integer, or a name the game does not accept."""
+    if params is None or params == "":
+        return ""
+    if isinstance(params, str):
+        items: dict[str, Any] = {}
+        for part in params.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.count("=") != 1:
+                raise ConfigError(f"game_params={params!r}: {part!r} is not name=value; write "
+                                  "e.g. 'numLocations=3,includeDoors=0' or pass a dict")
+            key, value = (s.strip() for s in part.split("="))
+            items[key] = value
+    elif isinstance(params, Mapping):
+        items = dict(params)
+    else:
+        raise ConfigError(f"game_params must be a dict or a 'name=value,...' string, got "
+                          f"{type(params).__name__}")
+    known = GAME_PARAMS[game]
+    out = []
+    for key in sorted(items):
+        if key not in known:
+            raise ConfigError(f"game_params: {game} has no parameter {key!r}; its parameters: "
+                              f"{', '.join(known) or 'none'}")
+        value = items[key]
+        if isinstance(value, bool):
+            value = int(value)
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"game_params: {key}={value!r} is not an integer") from None
+        out.append(f"{key}={number}")
+    return ",".join(out)
+
+
+def fold_fingerprint(version: str, game: str, params: str, fold: str,
+                     seeds: tuple[int, ...]) -> str:
+    """16 hex digits identifying the games of a fold (package version, game, parameters,
+    fold name and its seeds)."""
+    blob = json.dumps({"package": "textworld-express", "version": version, "game": game,
+                       "params": params, "fold": fold, "seeds": list(seeds)},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _package_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("textworld-express")
+    except metadata.PackageNotFoundError:  # pragma: no cover - imported from a checkout
+        import textworld_express
+
+        return str(getattr(textworld_express, "__version__", "unknown"))
+
+
+try:  # the package's own parser, when present (faster than json)
+    import orjson as _orjson
+
+    _loads = _orjson.loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
+def _start_jvm() -> Any:
+    require_java()
+    try:
+        from textworld_express import TextWorldExpressEnv as _RawEnv
+    except ImportError as e:
+        raise ConfigError("deciplane/TextWorldExpress-v0 needs the textworld-express package: "
+                          "pip install textworld-express") from e
+    try:
+        return _RawEnv(envStepLimit=10**9)  # deciplane counts steps itself
+    except Exception as e:  # noqa: BLE001 - py4j/JVM start-up failures
+        raise GameError(f"could not start the TextWorld-Express JVM ({type(e).__name__}: {e}); "
+                        "check `java -version` (deciplane doctor) and that the machine has "
+                        "memory for a JVM") from e
+
+
+def _stop_jvm(twx: Any) -> None:
+    import subprocess
+
+    proc = getattr(twx._gateway, "java_process", None)
+    try:
+        twx.close()
+    except Exception:  # noqa: BLE001 - the JVM may already be gone
+        pass
+    twx.close = lambda: None  # its __del__ calls close() again
+    if proc is not None:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+    try:
+        twx._obj_tree_tempfile.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+__all__ = ["TextWorldExpressEnv", "GAMES", "GAME_PARAMS", "SPLIT_TO_FOLD", "canonical_params",
+           "fold_fingerprint"]
