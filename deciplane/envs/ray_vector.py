@@ -46,10 +46,10 @@ failure: it propagates to the caller with its original type, as in ``SyncVectorE
 
 from __future__ import annotations
 
-import math
 import os
 import pickle
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -58,7 +58,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 from gymnasium.vector.vector_env import AutoresetMode
 
-from deciplane.envs._ray import ensure_ray, require_ray
+from deciplane.envs._ray import ensure_ray, require_ray  # noqa: F401 - re-exported
 from deciplane.errors import ConfigError, EnvWorkerError
 
 ON_FAILURE = ("retry", "drop")
@@ -247,6 +247,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
 
         self._actors: list[Any] = [None] * self.num_workers
         self._info: list[dict] = [{}] * self.num_workers
+        self._check_capacity()
         starts = [self._spawn(w) for w in range(self.num_workers)]
         for w, ref in enumerate(starts):
             self._info[w] = self._await_start(w, ref)
@@ -272,16 +273,42 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self._actors[w] = self._cls.options(num_cpus=self.num_cpus_per_worker).remote(fns)
         return self._actors[w].ready.remote()
 
+    def _check_capacity(self) -> None:
+        """Fail fast when the cluster can never hold the workers (it would wait forever)."""
+        need = self.num_workers * self.num_cpus_per_worker
+        have = float(self._ray.cluster_resources().get("CPU", 0.0))
+        if need > have:
+            raise ConfigError(
+                f"{self.num_workers} env workers x {self.num_cpus_per_worker:g} CPU need "
+                f"{need:g} CPUs but the Ray cluster has {have:g}; lower num_workers or "
+                "num_cpus_per_worker (0 = no reservation), or start the nodes first "
+                "(an autoscaling cluster: num_cpus_per_worker=0 lets workers queue)")
+
     def _await_start(self, w: int, ref: Any) -> dict:
         ray = self._ray
+        deadline = time.monotonic() + self.start_timeout_s
+        warned = False
+        while True:
+            left = deadline - time.monotonic()
+            done, _ = ray.wait([ref], timeout=max(0.0, min(left, 30.0)))
+            if done:
+                break
+            if time.monotonic() >= deadline:
+                self._kill(w)
+                raise EnvWorkerError(
+                    f"env worker {w} did not build its envs within {self.start_timeout_s:.0f} "
+                    "s (start_timeout_s); is the cluster short of free CPUs (other actors, "
+                    "e.g. a RayVectorEnv not closed, hold them) or is env construction "
+                    "hanging?")
+            if not warned:
+                warned = True
+                free = ray.available_resources().get("CPU", 0.0)
+                warnings.warn(f"env worker {w} has not started after 30 s; the cluster has "
+                              f"{free:g} free CPUs and each worker reserves "
+                              f"{self.num_cpus_per_worker:g} (still waiting, up to "
+                              f"start_timeout_s={self.start_timeout_s:.0f} s)", stacklevel=3)
         try:
-            return ray.get(ref, timeout=self.start_timeout_s)
-        except ray.exceptions.GetTimeoutError as exc:
-            self._kill(w)
-            raise EnvWorkerError(f"env worker {w} did not build its envs within "
-                                 f"{self.start_timeout_s:.0f} s (start_timeout_s); is the "
-                                 "cluster short of CPUs, or is env construction hanging?"
-                                 ) from exc
+            return ray.get(ref)
         except ray.exceptions.RayActorError as exc:
             raise EnvWorkerError(f"env worker {w} died while building its envs: {exc}"
                                  ) from exc
