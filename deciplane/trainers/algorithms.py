@@ -136,7 +136,8 @@ class MenuPPO(Algorithm):
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
         self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
-        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
+        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
+                              workers=c.env_workers)
         self.rlid = RLiDConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                length_balance=c.length_balanced, bias_control=c.bias_control,
                                beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
@@ -410,7 +411,7 @@ class TextPPO(Algorithm):
                                temperature=c.temperature, history=c.history)
         self.eval_agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
                                     greedy=True, history=c.history)
-        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0)
+        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
         t = c.tlm_dre

@@ -116,6 +116,9 @@ def test_bad_arguments_are_config_errors():
         RayVectorEnv(tw_fns(1), 1, on_failure="ignore")
     with pytest.raises(ConfigError, match="at least one env"):
         RayVectorEnv([], 1)
+    # 3 workers x 1 CPU on a 2-CPU cluster could never start: said at once, not after a wait
+    with pytest.raises(ConfigError, match="need 3 CPUs but the Ray cluster has 2"):
+        RayVectorEnv(tw_fns(3), 3)
 
 
 # ---- same rollouts ---------------------------------------------------------------------------
@@ -391,3 +394,35 @@ def test_codeopt_rewards_through_the_ray_sandbox(remote_sandbox):
     _, reward, term, _, info = env.step(get_task("fib").solutions[0])
     assert info["verdict"] == "accepted" and info["tests_passed"] == info["tests_total"]
     env.close()
+
+
+# ---- config wiring ---------------------------------------------------------------------------
+def test_config_env_workers_ray_gives_the_same_training_rollouts():
+    """`--set env_workers.backend=ray` makes EnvSuite.train_batch return a RayVectorEnv
+    (the suite's own env factories, GameSlotEnv included, shipped to the workers) that
+    plays exactly what the in-process suite plays; evaluation stays in process."""
+    from deciplane.trainers.config import load_config
+    from deciplane.trainers.envs import EnvSuite
+
+    cfg = load_config(data={"algorithm": "rlid_ppo",
+                            "env": {"games_per_iteration": 2, "group_size": 2,
+                                    "max_episode_steps": 5}},
+                      overrides=["env_workers.backend=ray", "env_workers.num_workers=2",
+                                 "env_workers.step_timeout_s=30"])
+    assert (cfg.env_workers.backend, cfg.env_workers.num_workers) == ("ray", 2)
+    local, remote = EnvSuite(cfg.env), EnvSuite(cfg.env, workers=cfg.env_workers)
+    try:
+        vl, seeds = local.train_batch(seed=3)
+        vr, seeds_r = remote.train_batch(seed=3)
+        assert isinstance(vr, RayVectorEnv) and vr.num_workers == 2 and seeds == seeds_r
+        assert not isinstance(remote._vector(cfg.env.train_split, 4), RayVectorEnv)
+        play_pair(vl, vr, [s for s in seeds for _ in range(2)], 7)
+    finally:
+        local.close()
+        remote.close()
+    with pytest.raises(ConfigError, match="num_workers >= 1"):
+        load_config(data={"algorithm": "rlid_ppo"}, overrides=["env_workers.num_workers=0"])
+    with pytest.raises(ConfigError, match="backend must be local"):
+        load_config(data={"algorithm": "math_grpo"}, overrides=["env_workers.backend=ray"])
+    with pytest.raises(ConfigError, match="local"):
+        load_config(data={"algorithm": "rlid_ppo"}, overrides=["env_workers.backend=dask"])
