@@ -242,7 +242,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self._last_obs: list[Any] = [None] * n
         self._lost = np.zeros(n, dtype=np.bool_)
         self._autoreset_envs = np.zeros(n, dtype=np.bool_)
-        self._set_log: list[tuple[int, str, Any]] = []
+        self._set_log: dict[tuple[int, str], Any] = {}   # latest set_attr per (env, name)
         self._closed_actors = False
 
         self._actors: list[Any] = [None] * self.num_workers
@@ -337,10 +337,10 @@ class RayVectorEnv(gym.vector.VectorEnv):
         self._kill(w)
         self.failures["restarts"] += 1
         self._info[w] = self._await_start(w, self._spawn(w))
-        for i, name, value in self._set_log:
-            if self._where[i][0] == w:
-                self._ray.get(self._actors[w].set_attr.remote(self._where[i][1], name, value),
-                              timeout=self.step_timeout_s)
+        refs = [self._actors[w].set_attr.remote(self._where[i][1], name, value)
+                for (i, name), value in self._set_log.items() if self._where[i][0] == w]
+        if refs:
+            self._get_all(refs, "re-applying set_attr")
 
     def _recover(self, w: int, replay: bool) -> None:
         """After a restart of ``w``: replay the episodes of its envs (or mark them lost)."""
@@ -364,9 +364,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
                           timeout=self.step_timeout_s * max(1, len(ops)))
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError,
                 ray.exceptions.RayTaskError):
-            self._kill(w)
-            self._info[w] = self._await_start(w, self._spawn(w))
-            self.failures["restarts"] += 1
+            self._restart(w)
             for i in todo:
                 self._lost[i] = True
             return
@@ -548,15 +546,27 @@ class RayVectorEnv(gym.vector.VectorEnv):
             return deepcopy(self._observations)
         return self._observations
 
+    def _get_all(self, refs: list, what: str) -> list:
+        """``ray.get`` of per-worker helper calls: env errors as themselves, a dead or hung
+        worker as :class:`EnvWorkerError` (helpers are not replayed)."""
+        ray = self._ray
+        try:
+            return ray.get(refs, timeout=self.step_timeout_s)
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            raise EnvWorkerError(f"an env worker failed during {what} ({type(exc).__name__}); "
+                                 "the next reset/step replaces it") from exc
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` (a method, or read an attribute) on every sub-env, in order."""
-        out = self._ray.get([a.call.remote(name, args, kwargs) for a in self._actors],
-                            timeout=self.step_timeout_s)
+        out = self._get_all([a.call.remote(name, args, kwargs) for a in self._actors],
+                            f"call({name!r})")
         return tuple(x for block in out for x in block)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        out = self._ray.get([a.get_attr.remote(name) for a in self._actors],
-                            timeout=self.step_timeout_s)
+        out = self._get_all([a.get_attr.remote(name) for a in self._actors],
+                            f"get_attr({name!r})")
         return tuple(x for block in out for x in block)
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
@@ -570,8 +580,8 @@ class RayVectorEnv(gym.vector.VectorEnv):
         for i, v in enumerate(values):
             w, j = self._where[i]
             refs.append(self._actors[w].set_attr.remote(j, name, v))
-            self._set_log.append((i, name, v))
-        self._ray.get(refs, timeout=self.step_timeout_s)
+            self._set_log[(i, name)] = v
+        self._get_all(refs, f"set_attr({name!r})")
 
     def render(self) -> tuple[Any, ...] | None:
         return self.call("render")

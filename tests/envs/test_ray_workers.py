@@ -194,7 +194,9 @@ def test_killed_worker_mid_episode_is_replaced_and_its_episodes_replayed():
             time.sleep(0.2)
 
     try:
+        vec.set_attr("run_tag", ["a", "b", "c", "d"])
         play_pair(ref, vec, [3, 4, 5, 6], 7, on_step=kill)
+        assert vec.get_attr("run_tag") == ("a", "b", "c", "d")   # re-applied after restart
         f = vec.failures
         assert (f["crashes"], f["restarts"], f["episodes_retried"], f["episodes_dropped"]) \
             == (1, 1, 2, 0), f
