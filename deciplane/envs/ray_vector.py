@@ -362,8 +362,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
         try:
             res = ray.get(self._actors[w].run.remote(ops),
                           timeout=self.step_timeout_s * max(1, len(ops)))
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError,
-                ray.exceptions.RayTaskError):
+        except ray.exceptions.RayError:  # died, hung or raised during the replay
             self._restart(w)
             for i in todo:
                 self._lost[i] = True
@@ -409,12 +408,12 @@ class RayVectorEnv(gym.vector.VectorEnv):
                     continue
                 try:
                     out = ray.get(ref)
-                except ray.exceptions.RayActorError:
+                except ray.exceptions.RayTaskError as exc:  # the env itself raised
+                    raise exc.as_instanceof_cause() from None
+                except ray.exceptions.RayError:  # actor died (killed, OOM, node lost...)
                     self.failures["crashes"] += 1
                     failed.append(w)
                     continue
-                except ray.exceptions.RayTaskError as exc:  # the env itself raised
-                    raise exc.as_instanceof_cause() from None
                 for i, r in zip(by_worker[w], out):
                     results[i] = r
                     del pending[i]
