@@ -163,7 +163,9 @@ def main() -> None:
     proj = {}
     if overhead is not None:
         print(f"Ray overhead per worker call (ray1 - sync): {overhead * 1e3:.2f} ms per vector "
-              f"step = {overhead / a.envs * 1e3:.3f} ms per env step")
+              f"step = {overhead / a.envs * 1e3:.3f} ms per env step"
+              + ("  (below the no-op round trip: noise; the projection uses the round trip)"
+                 if overhead < rtt else ""))
         o = max(overhead, rtt)
         print("projection on >= W free cores (ceil(n/W) * t + o), n = "
               f"{a.envs}: " + ", ".join(
