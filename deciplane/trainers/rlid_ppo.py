@@ -91,7 +91,8 @@ class MenuPPO(Algorithm):
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
         self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
-        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
+        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
+                              workers=c.env_workers)
         self.rlid = RLiDLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                length_balance=c.length_balanced, bias_control=c.bias_control,
                                beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
