@@ -439,7 +439,8 @@ def test_training_run_with_ray_env_workers_equals_the_local_run(tmp_path):
     import torch
 
     from deciplane.trainers.config import load_config
-    from deciplane.trainers.trainer import Trainer, build_algorithm, build_policy
+    from deciplane.trainers.run import build_algorithm, build_policy
+    from deciplane.trainers.trainer import Trainer
 
     def run(extra, run_dir):
         cfg = load_config(data={
