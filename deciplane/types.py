@@ -79,6 +79,8 @@ class Decision:
     index: int                         # chosen action's index in the menu
     prompt_ids: "torch.Tensor"         # (T,) int64, the unpadded prompt the model read
     greedy: bool = False
+    boundary_hidden: "torch.Tensor | None" = None  # (T, H) hidden states entering layer
+    boundary_layer: int | None = None              # `boundary_layer` (frozen-trunk cache)
 
     @property
     def action(self) -> str:

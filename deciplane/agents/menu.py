@@ -9,12 +9,20 @@ Speed: a batch is one left-padded forward pass that computes logits for the last
 position only; the token prefix shared by the whole batch (chat header, system prompt,
 and for a group of environments started from the same state, most of the observation)
 is run once and its KV cache reused for every row, and across calls while the weights
-are unchanged.
+are unchanged; identical prompts (the episodes of a group start from the same state) are
+computed once.
+
+Frozen-trunk caching: with ``keep_boundary=b`` the rollout forward also keeps, on each
+decision, the hidden states entering decoder layer ``b`` (``Decision.boundary_hidden``,
+the shared prefix's computed once); a trainer whose trainable weights all sit at or above
+layer ``b`` then runs only the top layers in its update (``update_logits``, set from
+:mod:`deciplane.engine.trunk`).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -52,12 +60,19 @@ class MenuAgent:
         prefix_cache: reuse the KV cache of the token prefix shared by a batch.
         max_padding: split a batch into forwards of similar prompt length so that padding
             adds at most this fraction of compute (``float("inf")``: always one forward).
+        dedup: compute identical prompts of a batch once.
+        keep_boundary: keep the hidden states entering this decoder layer on every decision
+            (``Decision.boundary_hidden``, ``(T, H)``) for a frozen-trunk update.
+
+    ``update_logits``: when set (by a trainer, :func:`deciplane.engine.trunk.menu_update_logits`),
+    :meth:`menu_log_probs` takes its last-position logits ``(B, V)`` from it instead of a
+    full forward.
     """
 
     def __init__(self, policy: Policy, *, temperature: float = 1.0, greedy: bool = False, history: int = 2,
                  max_menu: int | None = None, system_prompt: str = MENU_SYSTEM_PROMPT,
                  labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True,
-                 max_padding: float = 0.25):
+                 max_padding: float = 0.25, dedup: bool = True, keep_boundary: int | None = None):
         if temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
         if history < 0:
@@ -81,7 +96,16 @@ class MenuAgent:
                 f"max_menu={max_menu} but only {len(self.alphabet)} labels are single tokens for "
                 f"{policy.name!r}; use max_menu <= {len(self.alphabet)} or pass more labels=[...]")
         self.max_menu = max_menu if max_menu is not None else len(self.alphabet)
-        self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer])
+        self.dedup = bool(dedup)
+        if keep_boundary is not None:
+            n_layers = len(_decoder_layers(policy.model))
+            if not 0 < keep_boundary < n_layers:
+                raise ConfigError(f"keep_boundary={keep_boundary}: the boundary must be a decoder "
+                                  f"layer in 1..{n_layers - 1}")
+        self.keep_boundary = keep_boundary
+        self.update_logits: Callable[[Sequence[Decision]], torch.Tensor] | None = None
+        self.tokens_computed = 0   # prompt tokens run through the model by act() (a counter)
+        self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer], boundary hidden)
 
     # ---- prompts -------------------------------------------------------------------------------
     def prompt(self, observation: str, menu: Menu, history: Sequence[tuple[str, str]] | None = None) -> str:
@@ -107,7 +131,7 @@ class MenuAgent:
         menus = [m if isinstance(m, Menu) else Menu(tuple(m)) for m in menus]
         hists = histories or [None] * len(observations)
         prompt_ids = [self.policy.tokenize(self.prompt(o, m, h)) for o, m, h in zip(observations, menus, hists)]
-        last = self._last_logits(prompt_ids)                                  # (B, V)
+        last, hidden = self._last_logits(prompt_ids)                          # (B, V)
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         decisions = []
         for i, menu in enumerate(menus):
@@ -119,16 +143,33 @@ class MenuAgent:
             else:
                 k = int(torch.multinomial(logp.exp(), 1, generator=gen))
             decisions.append(Decision(menu=menu, labels=tuple(labels), label_token_ids=ids, label_logits=z,
-                                      log_probs=logp, index=k, prompt_ids=prompt_ids[i], greedy=self.greedy))
+                                      log_probs=logp, index=k, prompt_ids=prompt_ids[i], greedy=self.greedy,
+                                      boundary_hidden=None if hidden is None else hidden[i],
+                                      boundary_layer=None if hidden is None else self.keep_boundary))
         return decisions
 
-    def _last_logits(self, prompt_ids: list[torch.Tensor]) -> torch.Tensor:
-        """Next-token logits after each prompt, ``(B, V)``.
+    def _last_logits(self, prompt_ids: list[torch.Tensor]
+                     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """Next-token logits after each prompt, ``(B, V)``, and with ``keep_boundary`` each
+        prompt's hidden states entering that layer (``(T_i, H)`` each; else ``None``).
 
-        The token prefix shared by the whole batch is run once (its KV cache is reused);
-        the remaining suffixes are grouped by length so that padding wastes at most
-        ``max_padding`` of the compute (a padded token costs as much as a real one).
+        Identical prompts are computed once (``dedup``). The token prefix shared by the
+        whole batch is run once (its KV cache is reused); the remaining suffixes are
+        grouped by length so that padding wastes at most ``max_padding`` of the compute (a
+        padded token costs as much as a real one).
         """
+        if self.dedup:
+            first: dict[tuple[int, ...], int] = {}
+            where = [first.setdefault(tuple(p.tolist()), len(first)) for p in prompt_ids]
+            if len(first) < len(prompt_ids):
+                unique = [prompt_ids[where.index(u)] for u in range(len(first))]
+                logits, hidden = self._unique_last_logits(unique)
+                return (logits[torch.tensor(where)],
+                        None if hidden is None else [hidden[u] for u in where])
+        return self._unique_last_logits(prompt_ids)
+
+    def _unique_last_logits(self, prompt_ids: list[torch.Tensor]
+                            ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         policy, model = self.policy, self.policy.model
         was_training = model.training
         if was_training:
@@ -139,49 +180,88 @@ class MenuAgent:
             if not self.prefix_cache or n < MIN_SHARED_PREFIX:
                 n = 0
             suffixes = [p[n:] for p in prompt_ids]
-            out = [None] * len(prompt_ids)
+            out: list = [None] * len(prompt_ids)
+            hidden: list | None = None if self.keep_boundary is None else [None] * len(prompt_ids)
             for chunk in length_buckets([int(x.numel()) for x in suffixes], self.max_padding):
-                logits = self._forward_last([suffixes[i] for i in chunk], prompt_ids[0][:n])
+                logits, h = self._forward_last([suffixes[i] for i in chunk], prompt_ids[0][:n])
                 for row, i in enumerate(chunk):
                     out[i] = logits[row]
-            return torch.stack(out)                                           # (B, V)
+                    if hidden is not None:
+                        hidden[i] = h[row]
+            self.tokens_computed += sum(int(x.numel()) for x in suffixes)
+            return torch.stack(out), hidden                                   # (B, V)
         finally:
             if was_training:
                 model.train()
 
-    def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor) -> torch.Tensor:
-        """Last-position logits of ``prefix + suffix`` for each suffix (one left-padded forward)."""
+    def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor
+                      ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """Last-position logits of ``prefix + suffix`` for each suffix (one left-padded
+        forward), and with ``keep_boundary`` the unpadded boundary hidden states of
+        ``prefix + suffix`` per row (the prefix's computed once, see :meth:`_prefix_cache`)."""
         policy, model = self.policy, self.policy.model
         ids, mask = left_pad(suffixes, policy.tokenizer.pad_token_id)
         n = int(prefix.numel())
-        if n == 0:
-            out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
-                        position_ids=position_ids_from_mask(mask).to(policy.device),
-                        use_cache=False, logits_to_keep=1)
-            return out.logits[:, -1, :]
-        cache = self._prefix_cache(prefix, len(suffixes))
-        full_mask = torch.cat([torch.ones(len(suffixes), n, dtype=torch.long), mask], dim=1)
-        pos = n + position_ids_from_mask(mask)
-        out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
-                    position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
-                    **{_cache_kwarg(model): cache})
-        return out.logits[:, -1, :]
+        cache = self._prefix_cache(prefix, len(suffixes)) if n else None
+        with self._capture() as cap:
+            if n == 0:
+                out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                            position_ids=position_ids_from_mask(mask).to(policy.device),
+                            use_cache=False, logits_to_keep=1)
+            else:
+                full_mask = torch.cat([torch.ones(len(suffixes), n, dtype=torch.long), mask], dim=1)
+                pos = n + position_ids_from_mask(mask)
+                out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
+                            position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
+                            **{_cache_kwarg(model): cache})
+        if cap is None:
+            return out.logits[:, -1, :], None
+        h = cap[-1]                                                           # (B, S, H)
+        rows = []
+        for row, s in enumerate(suffixes):
+            own = h[row, h.shape[1] - int(s.numel()):]                        # (S_i, H)
+            rows.append(torch.cat([self._prefix[3], own]) if n else own.clone())
+        return out.logits[:, -1, :], rows
+
+    @contextlib.contextmanager
+    def _capture(self) -> Iterator[list[torch.Tensor] | None]:
+        """While active, appends the input of decoder layer ``keep_boundary`` of every
+        forward to the yielded list (``None`` without ``keep_boundary``)."""
+        if self.keep_boundary is None:
+            yield None
+            return
+        seen: list[torch.Tensor] = []
+        layer = _decoder_layers(self.policy.model)[self.keep_boundary]
+
+        def hook(module, args, kwargs):
+            seen.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+        handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            yield seen
+        finally:
+            handle.remove()
 
     def _prefix_cache(self, prefix: torch.Tensor, batch: int):
         """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.
 
-        The per-layer tensors are computed once and kept while the prefix, the module and
-        every parameter's version counter (bumped by in-place optimizer steps) are unchanged.
+        The per-layer tensors (and, with ``keep_boundary``, the prefix's boundary hidden
+        states ``(n, H)``) are computed once and kept while the prefix, the module, the
+        boundary and every parameter's version counter (bumped by in-place optimizer steps)
+        are unchanged.
         """
         from transformers import DynamicCache
 
         model = self.policy.model
-        key = (id(model), tuple(p._version for p in model.parameters()))
+        key = (id(model), tuple(p._version for p in model.parameters()), self.keep_boundary)
         ids = tuple(prefix.tolist())
         if self._prefix is None or self._prefix[0] != key or self._prefix[1] != ids:
-            out = model(input_ids=prefix.unsqueeze(0).to(self.policy.device), use_cache=True, logits_to_keep=1)
+            with self._capture() as cap:
+                out = model(input_ids=prefix.unsqueeze(0).to(self.policy.device), use_cache=True,
+                            logits_to_keep=1)
             kv = _cache_tensors(getattr(out, "cache", None) or out.past_key_values)
-            self._prefix = (key, ids, kv)
+            self._prefix = (key, ids, kv, None if cap is None else cap[-1][0])
+            self.tokens_computed += len(ids)
         kv = self._prefix[2]
         return DynamicCache(ddp_cache_data=[(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
                             config=_base_config(model))
@@ -196,12 +276,15 @@ class MenuAgent:
         """
         if not decisions:
             return ([], []) if with_entropy else []
-        policy = self.policy
-        ids, mask = left_pad([d.prompt_ids for d in decisions], policy.tokenizer.pad_token_id)
-        out = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
-                           position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
-                           logits_to_keep=1)
-        last = out.logits[:, -1, :].float()                                  # (B, V)
+        if self.update_logits is not None:
+            last = self.update_logits(decisions).float()                     # (B, V)
+        else:
+            policy = self.policy
+            ids, mask = left_pad([d.prompt_ids for d in decisions], policy.tokenizer.pad_token_id)
+            out = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                               position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
+                               logits_to_keep=1)
+            last = out.logits[:, -1, :].float()                              # (B, V)
         logps = [menu_logp(last[i, d.label_token_ids.to(last.device)] / self.temperature)
                  for i, d in enumerate(decisions)]
         if not with_entropy:
@@ -247,6 +330,16 @@ def _common_prefix_len(seqs: Sequence[torch.Tensor]) -> int:
         if len(neq):
             n = int(neq[0, 0])
     return n
+
+
+def _decoder_layers(model) -> torch.nn.ModuleList:
+    """The decoder layer list of a Llama-style causal LM (``.model.layers``), through PEFT."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = getattr(getattr(base, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ConfigError(f"{type(base).__name__} has no decoder layers at `.model.layers`; "
+                          "keep_boundary (frozen-trunk caching) supports Llama-style causal LMs")
+    return layers
 
 
 def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -18,12 +18,14 @@ identity), so all of the model's own mask and position code runs as usual.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
 
+from deciplane.agents.policy import left_pad, position_ids_from_mask
 from deciplane.errors import ConfigError
+from deciplane.types import Decision
 
 
 def decoder_of(model: nn.Module) -> nn.Module:
@@ -97,5 +99,49 @@ def top_logits(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Ten
     return out.logits
 
 
+def trunk_boundary(model: nn.Module) -> int | None:
+    """The boundary a frozen-trunk update can use for ``model``: its first trainable decoder
+    layer when that is above layer 0 and nothing below it (embeddings included) trains;
+    ``None`` otherwise (full fine-tuning, LoRA in every layer, or a model that is not a
+    Llama-style decoder)."""
+    try:
+        b = first_trainable_layer(model)
+        if not 0 < b < len(decoder_of(model).layers):
+            return None
+        check_trunk_frozen(model, b)
+    except ConfigError:
+        return None
+    return b
+
+
+def menu_update_logits(model: nn.Module, decisions: Sequence[Decision], boundary: int,
+                       pad_id: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Last-position logits ``(B, V)`` of the decisions' prompts (left padded, with the
+    graph of the top layers only), the frozen-trunk replacement of the menu agent's full
+    update forward.
+
+    The trunk's output comes from the rollout (``Decision.boundary_hidden`` kept at this
+    ``boundary``) when every decision has it, else it is recomputed here without a graph
+    (:func:`trunk_hidden`: still no graph and no backward through the trunk)."""
+    ids, mask = left_pad([d.prompt_ids for d in decisions], pad_id)
+    pos = position_ids_from_mask(mask)
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    if all(d.boundary_hidden is not None and d.boundary_layer == boundary for d in decisions):
+        check_trunk_frozen(model, boundary)
+        width = ids.shape[1]
+        first = decisions[0].boundary_hidden
+        hidden = first.new_zeros((len(decisions), width, first.shape[-1]))     # (B, T, H)
+        for i, d in enumerate(decisions):
+            t = int(d.prompt_ids.numel())
+            if d.boundary_hidden.shape[0] != t:
+                raise ConfigError(f"decision {i}: boundary_hidden has {d.boundary_hidden.shape[0]} "
+                                  f"positions but its prompt {t} tokens; drop the cached states")
+            hidden[i, width - t:] = d.boundary_hidden
+        hidden = hidden.to(device)
+    else:
+        hidden = trunk_hidden(model, ids, mask, pos, boundary)                  # (B, T, H)
+    return top_logits(model, hidden, mask, pos, boundary, logits_to_keep=1)[:, -1, :]
+
+
 __all__ = ["decoder_of", "first_trainable_layer", "check_trunk_frozen", "trunk_hidden",
-           "top_logits"]
+           "top_logits", "trunk_boundary", "menu_update_logits"]

@@ -10,6 +10,7 @@ episode-level group baseline. Loss formulas come from :mod:`deciplane.objectives
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from deciplane.agents.loading import load_policy
 from deciplane.agents.menu import MenuAgent
 from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
+from deciplane.engine.trunk import menu_update_logits, trunk_boundary
 from deciplane.objectives.advantages import ADVANTAGE_ESTIMATORS, is_degenerate_batch
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
@@ -89,7 +91,16 @@ class MenuPPO(Algorithm):
     def __init__(self, config: RLiDPPOConfig, policy: Any) -> None:
         super().__init__(config, policy)
         c = config
-        self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
+        self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history,
+                               dedup=c.frozen_trunk != "off")
+        self.trunk_boundary = None if c.frozen_trunk == "off" else trunk_boundary(policy.model)
+        if self.trunk_boundary is not None:
+            # only the top layers train: the update runs them from the boundary states
+            if c.frozen_trunk == "auto":
+                self.agent.keep_boundary = self.trunk_boundary
+            self.agent.update_logits = functools.partial(
+                menu_update_logits, policy.model, boundary=self.trunk_boundary,
+                pad_id=policy.tokenizer.pad_token_id, device=policy.device)
         self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)

@@ -1,0 +1,123 @@
+"""Frozen-trunk MenuPPO: one full update (RLiD + CORD distillation, or GAE with the value
+head) from the rollout's cached boundary states, or from a trunk recomputed without a
+graph, gives the same loss metrics and parameters as the full forward; the cached states
+are those of a fresh forward of each prompt."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from deciplane.agents.policy import left_pad, position_ids_from_mask
+from deciplane.engine.trunk import trunk_hidden
+from deciplane.trainers.config import load_config
+from deciplane.trainers.run import build_algorithm, build_policy
+from deciplane.trainers.trainer import Trainer
+
+BASE = {"progress": False, "seed": 0, "algorithm": "rlid_ppo", "iterations": 1, "history": 0,
+        "model": {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4,
+                  "lora_alpha": 8, "lora_last_layers": 1, "threads": 1},
+        "env": {"games_per_iteration": 2, "group_size": 2, "max_episode_steps": 4},
+        "optim": {"lr": 1e-3, "micro_batch_size": 3, "epochs": 2, "minibatches": 2},
+        "eval": {"every": 0, "final_splits": [], "before": False}}
+CASES = {
+    "rlid+cord": {"distill": {"enabled": True, "teacher": "expert", "combine": "conflict"}},
+    "gae": {"advantage": "gae", "value_lr": 5e-3},
+}
+
+
+def _randomise_lora(policy):
+    g = torch.Generator().manual_seed(1)
+    for name, p in policy.model.named_parameters():
+        if "lora_B" in name:           # B = 0 at init: make the adapters change the output
+            p.data.copy_(torch.randn(p.shape, generator=g) * 0.05)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_frozen_trunk_update_equals_the_full_update(tmp_path, case):
+    torch.set_num_threads(1)
+    cfg = load_config(data=dict(BASE, **CASES[case]))
+    policy = build_policy(cfg)
+    _randomise_lora(policy)
+    algo = build_algorithm(cfg, policy)
+    try:
+        assert algo.trunk_boundary == 1 and algo.agent.keep_boundary == 1
+        torch.manual_seed(0)
+        batch = algo.rollout(0, seed=123)
+        decs = batch.data.decisions
+        assert decs and all(d.boundary_hidden is not None for d in decs)
+
+        # the kept states (prefix KV cache, dedup, length buckets) = a fresh trunk forward
+        for d in decs[:6]:
+            ids, mask = left_pad([d.prompt_ids], policy.tokenizer.pad_token_id)
+            fresh = trunk_hidden(policy.model, ids, mask, position_ids_from_mask(mask), 1)[0]
+            torch.testing.assert_close(d.boundary_hidden, fresh, rtol=1e-5, atol=1e-5)
+
+        start = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+        head = copy.deepcopy(algo.critic.head.state_dict()) if algo.critic else None
+        update_logits = algo.agent.update_logits
+        results = {}
+        for mode in ("full", "cached", "recompute"):
+            with torch.no_grad():
+                for n, p in policy.model.named_parameters():
+                    p.copy_(start[n])
+                if head is not None:
+                    algo.critic.head.load_state_dict(head)
+            algo.agent.update_logits = None if mode == "full" else update_logits
+            data = batch.data
+            if mode == "recompute":     # no cached states: the trunk is rerun without a graph
+                data = copy.copy(data)
+                data.decisions = [copy.copy(d) for d in decs]
+                for d in data.decisions:
+                    d.boundary_hidden = None
+            b = copy.copy(batch)
+            b.data = data
+            policy.model.zero_grad()
+            algo.loss(b, list(range(min(4, len(decs))))).task.backward()   # a micro-batch
+            grads = {n: p.grad.clone() for n, p in policy.model.named_parameters()
+                     if p.requires_grad}
+            metrics = Trainer(cfg, tmp_path / mode, algo)._update(b, seed=7)
+            params = {n: p.detach().clone() for n, p in policy.model.named_parameters()
+                      if p.requires_grad}
+            results[mode] = (metrics, params, grads)
+        full_m, full_p, full_g = results["full"]
+        assert any(not torch.equal(full_p[n], start[n]) for n in full_p), "nothing trained"
+        assert any(k.startswith("loss/") for k in full_m)
+        for mode in ("cached", "recompute"):
+            m, p, g = results[mode]
+            for n in full_g:
+                torch.testing.assert_close(g[n], full_g[n], rtol=1e-5, atol=1e-6)
+            assert m.keys() == full_m.keys()
+            for k in full_m:
+                assert m[k] == pytest.approx(full_m[k], rel=1e-4, abs=1e-5), (mode, k)
+            for n in full_p:   # 4 AdamW steps: float noise in near-zero gradients is
+                # scaled up to ~lr by Adam's normalisation, hence atol relative to lr
+                torch.testing.assert_close(p[n], full_p[n], rtol=1e-4, atol=1e-3 * 1e-3)
+    finally:
+        algo.close()
+
+
+def test_frozen_trunk_is_off_for_full_fine_tuning_and_when_switched_off():
+    cfg = load_config(data=dict(BASE, model=dict(BASE["model"], finetune="full",
+                                                 lora_last_layers=None)))
+    algo = build_algorithm(cfg, build_policy(cfg))
+    try:
+        assert algo.trunk_boundary is None and algo.agent.update_logits is None
+    finally:
+        algo.close()
+    cfg = load_config(data=dict(BASE, frozen_trunk="off"))
+    algo = build_algorithm(cfg, build_policy(cfg))
+    try:
+        assert algo.trunk_boundary is None and algo.agent.keep_boundary is None
+        assert not algo.agent.dedup
+    finally:
+        algo.close()
+    cfg = load_config(data=dict(BASE, frozen_trunk="recompute"))
+    algo = build_algorithm(cfg, build_policy(cfg))
+    try:       # recompute: nothing kept between rollout and update
+        assert algo.trunk_boundary == 1 and algo.agent.keep_boundary is None
+        assert algo.agent.update_logits is not None
+    finally:
+        algo.close()
