@@ -263,8 +263,8 @@ class RLiDPPOConfig(TrainConfig):
     """Sampling temperature of menu decisions during rollouts."""
     history: int = 2
     """Observation history window (last k turns) in the prompt."""
-    frozen_trunk: Literal["auto", "recompute", "off"] = "auto"
-    """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `off` = the full forward in every update."""
+    frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
+    """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
     distill: DistillConfig = field(default_factory=DistillConfig)
     """RL + distillation with CORD."""
     bc: BCConfig = field(default_factory=BCConfig)

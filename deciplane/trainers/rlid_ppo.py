@@ -92,8 +92,8 @@ class MenuPPO(Algorithm):
         super().__init__(config, policy)
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history,
-                               dedup=c.frozen_trunk != "off")
-        self.trunk_boundary = None if c.frozen_trunk == "off" else trunk_boundary(policy.model)
+                               dedup=c.frozen_trunk != "full_forward")
+        self.trunk_boundary = None if c.frozen_trunk == "full_forward" else trunk_boundary(policy.model)
         if self.trunk_boundary is not None:
             # only the top layers train: the update runs them from the boundary states
             if c.frozen_trunk == "auto":

@@ -107,7 +107,7 @@ def test_frozen_trunk_is_off_for_full_fine_tuning_and_when_switched_off():
         assert algo.trunk_boundary is None and algo.agent.update_logits is None
     finally:
         algo.close()
-    cfg = load_config(data=dict(BASE, frozen_trunk="off"))
+    cfg = load_config(data=dict(BASE, frozen_trunk="full_forward"))
     algo = build_algorithm(cfg, build_policy(cfg))
     try:
         assert algo.trunk_boundary is None and algo.agent.keep_boundary is None
