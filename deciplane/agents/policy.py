@@ -76,7 +76,7 @@ class ResponseForward:
 def score_responses(policy, prompt_ids: Sequence[torch.Tensor],
                     response_ids: Sequence[torch.Tensor], *, temperature: float = 1.0,
                     with_entropy: bool = False, full: bool = False, grad: bool | None = True,
-                    model: nn.Module | None = None) -> ResponseForward:
+                    model: nn.Module | None = None, forward=None) -> ResponseForward:
     """THE teacher-forced forward: log-probs of ``response_ids[i]`` given ``prompt_ids[i]``
     in one batched forward over ``prompt + response`` (left padded).
 
@@ -86,7 +86,9 @@ def score_responses(policy, prompt_ids: Sequence[torch.Tensor],
     ``grad=False`` runs under ``torch.no_grad()``, ``grad=None`` in the caller's grad
     mode. ``full=True`` also returns the log-softmax over the vocabulary (distillation).
     :func:`deciplane.engine.logprobs.forward_responses` is this, counted in a budget;
-    :meth:`Policy.sequence_logprobs` is this, unpadded into a list.
+    :meth:`Policy.sequence_logprobs` is this, unpadded into a list. ``forward(model, ids,
+    attention_mask, position_ids, logits_to_keep) -> logits`` replaces the model call (the
+    engine's frozen-trunk states, :class:`deciplane.engine.trunk.TrunkStates`).
     """
     if len(prompt_ids) != len(response_ids) or not prompt_ids:
         raise ConfigError(f"need one response per prompt and at least one pair, got "
@@ -101,10 +103,14 @@ def score_responses(policy, prompt_ids: Sequence[torch.Tensor],
     ctx = (contextlib.nullcontext() if grad is None
            else torch.enable_grad() if grad else torch.no_grad())
     with ctx:
-        out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev),
-                    position_ids=position_ids_from_mask(attn).to(dev), use_cache=False,
-                    logits_to_keep=keep)
-        logits = out.logits[:, -keep:-1, :].float() / temperature             # (B, R, V)
+        if forward is not None:
+            all_logits = forward(model, ids.to(dev), attn.to(dev),
+                                 position_ids_from_mask(attn).to(dev), keep)
+        else:
+            all_logits = model(input_ids=ids.to(dev), attention_mask=attn.to(dev),
+                               position_ids=position_ids_from_mask(attn).to(dev), use_cache=False,
+                               logits_to_keep=keep).logits
+        logits = all_logits[:, -keep:-1, :].float() / temperature             # (B, R, V)
         targets = ids[:, ids.shape[1] - width:].to(dev)                        # (B, R)
         full_logp = torch.log_softmax(logits, dim=-1)                          # (B, R, V)
         logp = full_logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)         # (B, R)

@@ -30,6 +30,7 @@ import torch
 
 from deciplane.engine.budget import Budget
 from deciplane.engine.logprobs import forward_responses, pad_responses
+from deciplane.engine.trunk import TrunkStates, trunk_boundary
 from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, accumulate,
                                     micro_batches)
 from deciplane.errors import ConfigError
@@ -79,6 +80,11 @@ class GRPOConfig:
     drop_degenerate_groups: bool = False
     """Leave groups with all-equal rewards out of the update (they carry no policy
     gradient, only the KL term); saves their forward/backward."""
+    frozen_trunk: bool = True
+    """When only the top decoder layers train (LoRA on the last k layers) and a step runs
+    more than one forward per sample (a reference for the KL term, recomputed old
+    log-probs, several epochs), run the frozen bottom layers once per sample and only the
+    top layers in every forward (exact; see ``deciplane.engine.trunk``)."""
 
     def __post_init__(self) -> None:
         validate_grpo(self)
@@ -142,7 +148,8 @@ class GRPOUpdate:
         adv = compute_advantages(AdvantageConfig(estimator=self.cfg.advantage), rewards, gids)
         return adv, degenerate_groups(rewards, gids)
 
-    def _logp_no_grad(self, trajs: Sequence[Trajectory], reference: bool) -> list[torch.Tensor]:
+    def _logp_no_grad(self, trajs: Sequence[Trajectory], reference: bool,
+                      trunk: TrunkStates | None = None) -> list[torch.Tensor]:
         """Per-sample detached log-probs under the reference or the current policy."""
         out: list[torch.Tensor] = []
         for mb in micro_batches(len(trajs), self.cfg.micro_batch_size):
@@ -152,10 +159,12 @@ class GRPOUpdate:
                 if reference:
                     with self.policy.reference() as ref:
                         fwd = forward_responses(self.policy, prompts, resps, grad=False, model=ref,
-                                                temperature=self.cfg.temperature, budget=self.budget)
+                                                temperature=self.cfg.temperature, budget=self.budget,
+                                                trunk=trunk)
                 else:
                     fwd = forward_responses(self.policy, prompts, resps, grad=False,
-                                            temperature=self.cfg.temperature, budget=self.budget)
+                                            temperature=self.cfg.temperature, budget=self.budget,
+                                            trunk=trunk)
             for row, i in enumerate(mb):
                 n = int(trajs[i].turns[0].response_ids.numel())
                 out.append(fwd.logp[row, fwd.logp.shape[1] - n:].detach().cpu())
@@ -167,8 +176,8 @@ class GRPOUpdate:
             self.cfg.aggregation, [int(t.turns[0].response_ids.numel()) for t in trajs]))
 
     def micro_loss(self, trajs: Sequence[Trajectory], adv: torch.Tensor,
-                   old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None
-                   ) -> Callable[[list[int]], MicroLoss]:
+                   old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None,
+                   trunk: TrunkStates | None = None) -> Callable[[list[int]], MicroLoss]:
         """The policy loss on a micro-batch of ``trajs`` (indices), aggregated over it.
         ``old``/``ref``: per-sample old and reference log-probs (``old=None``: the
         training forward's own detached log-probs)."""
@@ -177,7 +186,8 @@ class GRPOUpdate:
             with self.budget.phase("forward"):
                 fwd = forward_responses(self.policy, [trajs[i].turns[0].prompt_ids for i in idx],
                                         [trajs[i].turns[0].response_ids for i in idx],
-                                        temperature=self.cfg.temperature, budget=self.budget)
+                                        temperature=self.cfg.temperature, budget=self.budget,
+                                        trunk=trunk)
             width = fwd.logp.shape[1]
             dev = fwd.logp.device
             old_t = fwd.logp.detach() if old is None else \
@@ -188,6 +198,13 @@ class GRPOUpdate:
             return MicroLoss(task=out.loss, metrics=out.metrics, tokens=fwd.n_tokens)
 
         return loss_fn
+
+    def _trunk(self) -> TrunkStates | None:
+        """Frozen-trunk states for one step, when enabled and only top layers train."""
+        if not self.cfg.frozen_trunk:
+            return None
+        boundary = trunk_boundary(self.policy.model)
+        return None if boundary is None else TrunkStates(boundary)
 
     # -- the step -------------------------------------------------------------------------
     def step(self, groups: Sequence[Sequence[Trajectory]]) -> StepStats:
@@ -214,14 +231,17 @@ class GRPOUpdate:
         mode = self.cfg.old_logprobs
         if mode == "auto":
             mode = "detached" if n_updates == 1 else "recompute"
+        passes = n_updates + (mode == "recompute") + (self.cfg.kl_coef > 0)  # per sample
+        trunk = self._trunk() if passes > 1 else None
         old: list[torch.Tensor] | None = None
         if mode == "recompute":
-            old = self._logp_no_grad(trajs, reference=False)
+            old = self._logp_no_grad(trajs, reference=False, trunk=trunk)
         elif mode == "sampler":
             old = [t.turns[0].response_logprobs for t in trajs]
-        ref = self._logp_no_grad(trajs, reference=True) if self.cfg.kl_coef > 0 else None
+        ref = self._logp_no_grad(trajs, reference=True, trunk=trunk) \
+            if self.cfg.kl_coef > 0 else None
         norm = self.normaliser(trajs)
-        micro_loss = self.micro_loss(trajs, adv, old, ref)
+        micro_loss = self.micro_loss(trajs, adv, old, ref, trunk)
         tokens = [0]
 
         def loss_fn(idx: list[int]) -> MicroLoss:

@@ -41,17 +41,21 @@ def pad_responses(values: Sequence[torch.Tensor], width: int | None = None,
 def forward_responses(policy, prompt_ids: Sequence[torch.Tensor],
                       response_ids: Sequence[torch.Tensor], *, temperature: float = 1.0,
                       with_entropy: bool = False, full: bool = False, grad: bool | None = True,
-                      model: torch.nn.Module | None = None, budget: Budget | None = None
-                      ) -> ResponseForward:
+                      model: torch.nn.Module | None = None, budget: Budget | None = None,
+                      trunk=None) -> ResponseForward:
     """Log-probs of ``response_ids[i]`` given ``prompt_ids[i]`` in one batched forward
     (:func:`deciplane.agents.policy.score_responses`), counted in ``budget``.
 
     ``grad=False`` runs under ``torch.no_grad()``, ``grad=None`` in the caller's grad mode;
     ``model`` overrides ``policy.model`` (e.g. ``policy.reference()``'s module);
-    ``full=True`` also returns the log-softmax over the vocabulary.
+    ``full=True`` also returns the log-softmax over the vocabulary. ``trunk``: a
+    :class:`deciplane.engine.trunk.TrunkStates` — only the layers above its boundary run,
+    from hidden states it computed once for these sequences (exact, see
+    :mod:`deciplane.engine.trunk`).
     """
     fwd = score_responses(policy, prompt_ids, response_ids, temperature=temperature,
-                          with_entropy=with_entropy, full=full, grad=grad, model=model)
+                          with_entropy=with_entropy, full=full, grad=grad, model=model,
+                          forward=trunk)
     if budget is not None:
         budget.forward_tokens += fwd.n_tokens
         budget.forward_passes += 1

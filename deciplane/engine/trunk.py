@@ -143,5 +143,47 @@ def menu_update_logits(model: nn.Module, decisions: Sequence[Decision], boundary
     return top_logits(model, hidden, mask, pos, boundary, logits_to_keep=1)[:, -1, :]
 
 
+class TrunkStates:
+    """Boundary hidden states of token sequences, each computed once (no graph) and reused
+    by every later forward of the same sequence: the GRPO step's old-policy, reference and
+    training forwards (LoRA on the top layers only: the reference — adapters off — has the
+    same trunk).
+
+    Called as the ``forward`` of :func:`deciplane.agents.policy.score_responses`:
+    ``states(model, ids, attention_mask, position_ids, logits_to_keep) -> logits``.
+    Memory: ``tokens x hidden x 4`` bytes per sequence, held as long as the object.
+    """
+
+    def __init__(self, boundary: int) -> None:
+        self.boundary = boundary
+        self._rows: dict[tuple[int, ...], torch.Tensor] = {}
+        self.computed_tokens = 0     # tokens run through the trunk
+
+    def hidden(self, model: nn.Module, ids: torch.Tensor, attention_mask: torch.Tensor,
+               position_ids: torch.Tensor) -> torch.Tensor:
+        """``(B, T, H)`` boundary states of the left-padded batch (zeros on padding)."""
+        rows = [tuple(r[m.bool()].tolist()) for r, m in zip(ids.cpu(), attention_mask.cpu())]
+        todo = [k for k in dict.fromkeys(rows) if k not in self._rows]
+        if todo:
+            sub, mask = left_pad([torch.tensor(k, dtype=torch.long) for k in todo], 0)
+            h = trunk_hidden(model, sub.to(ids.device), mask.to(ids.device),
+                             position_ids_from_mask(mask).to(ids.device), self.boundary)
+            for j, k in enumerate(todo):
+                self._rows[k] = h[j, h.shape[1] - len(k):].clone()
+            self.computed_tokens += int(mask.sum())
+        width = ids.shape[1]
+        first = self._rows[rows[0]]
+        out = first.new_zeros((len(rows), width, first.shape[-1]))
+        for i, k in enumerate(rows):
+            out[i, width - len(k):] = self._rows[k]
+        return out
+
+    def __call__(self, model: nn.Module, ids: torch.Tensor, attention_mask: torch.Tensor,
+                 position_ids: torch.Tensor, logits_to_keep: int) -> torch.Tensor:
+        hidden = self.hidden(model, ids, attention_mask, position_ids)
+        return top_logits(model, hidden, attention_mask, position_ids, self.boundary,
+                          logits_to_keep=logits_to_keep)
+
+
 __all__ = ["decoder_of", "first_trainable_layer", "check_trunk_frozen", "trunk_hidden",
-           "top_logits", "trunk_boundary", "menu_update_logits"]
+           "top_logits", "trunk_boundary", "menu_update_logits", "TrunkStates"]
