@@ -23,6 +23,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import nn
 
+from deciplane.agents.menu import _cache_kwarg, _common_prefix_len
 from deciplane.agents.policy import left_pad, position_ids_from_mask
 from deciplane.errors import ConfigError
 from deciplane.types import Decision
@@ -114,33 +115,74 @@ def trunk_boundary(model: nn.Module) -> int | None:
     return b
 
 
+MIN_SHARED_PREFIX = 16
+"""Shorter token prefixes shared by an update batch are not run separately."""
+
+
 def menu_update_logits(model: nn.Module, decisions: Sequence[Decision], boundary: int,
-                       pad_id: int, device: torch.device | str = "cpu") -> torch.Tensor:
+                       pad_id: int, device: torch.device | str = "cpu",
+                       shared_prefix: bool = True) -> torch.Tensor:
     """Last-position logits ``(B, V)`` of the decisions' prompts (left padded, with the
     graph of the top layers only), the frozen-trunk replacement of the menu agent's full
     update forward.
 
     The trunk's output comes from the rollout (``Decision.boundary_hidden`` kept at this
     ``boundary``) when every decision has it, else it is recomputed here without a graph
-    (:func:`trunk_hidden`: still no graph and no backward through the trunk)."""
-    ids, mask = left_pad([d.prompt_ids for d in decisions], pad_id)
-    pos = position_ids_from_mask(mask)
-    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    (:func:`trunk_hidden`: still no graph and no backward through the trunk). With
+    ``shared_prefix`` the token prefix common to the batch (chat header, system prompt)
+    runs through the top layers once, with its graph, and its keys/values are shared by
+    every row (the gradient through the shared cache sums over the rows, as it would over
+    the rows' own copies).
+    """
+    prompts = [d.prompt_ids for d in decisions]
     if all(d.boundary_hidden is not None and d.boundary_layer == boundary for d in decisions):
         check_trunk_frozen(model, boundary)
-        width = ids.shape[1]
-        first = decisions[0].boundary_hidden
-        hidden = first.new_zeros((len(decisions), width, first.shape[-1]))     # (B, T, H)
+        rows = []
         for i, d in enumerate(decisions):
-            t = int(d.prompt_ids.numel())
-            if d.boundary_hidden.shape[0] != t:
+            if d.boundary_hidden.shape[0] != int(d.prompt_ids.numel()):
                 raise ConfigError(f"decision {i}: boundary_hidden has {d.boundary_hidden.shape[0]} "
-                                  f"positions but its prompt {t} tokens; drop the cached states")
-            hidden[i, width - t:] = d.boundary_hidden
-        hidden = hidden.to(device)
+                                  f"positions but its prompt {int(d.prompt_ids.numel())} tokens; "
+                                  "drop the cached states")
+            rows.append(d.boundary_hidden.to(device))
     else:
-        hidden = trunk_hidden(model, ids, mask, pos, boundary)                  # (B, T, H)
-    return top_logits(model, hidden, mask, pos, boundary, logits_to_keep=1)[:, -1, :]
+        ids, mask = left_pad(prompts, pad_id)
+        h = trunk_hidden(model, ids.to(device), mask.to(device),
+                         position_ids_from_mask(mask).to(device), boundary)      # (B, T, H)
+        rows = [h[i, h.shape[1] - int(p.numel()):] for i, p in enumerate(prompts)]
+    n = _common_prefix_len(prompts) if shared_prefix and len(prompts) > 1 else 0
+    n = min(n, min(int(p.numel()) for p in prompts) - 1)     # every row keeps >= 1 token
+    if n < MIN_SHARED_PREFIX:
+        n = 0
+    decoder = decoder_of(model)
+    cache_kw = {}
+    if n:
+        with _layers(decoder, nn.ModuleList(list(decoder.layers)[boundary:])):
+            # the decoder alone: no output layer (nothing to read at the prefix)
+            out = decoder(inputs_embeds=rows[0][None, :n], attention_mask=torch.ones(
+                1, n, dtype=torch.long, device=device), position_ids=torch.arange(
+                n, device=device)[None], use_cache=True)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        top = cache.layers[boundary:]
+        for layer in top:                # the prefix's keys/values, shared by every row
+            layer.keys = layer.keys.expand(len(rows), -1, -1, -1)
+            layer.values = layer.values.expand(len(rows), -1, -1, -1)
+        for layer in cache.layers[:boundary]:
+            # never run; they only tell the mask code the cached length (read from layer 0)
+            layer.__dict__.update(top[0].__dict__)
+        cache_kw = {_cache_kwarg(model): cache}
+    widths = [int(r.shape[0]) - n for r in rows]
+    width = max(widths)
+    hidden = rows[0].new_zeros((len(rows), width, rows[0].shape[-1]))           # (B, S, H)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, w) in enumerate(zip(rows, widths)):
+        hidden[i, width - w:] = r[n:]
+        mask[i, width - w:] = 1
+    pos = (n + position_ids_from_mask(mask)).to(device)
+    full_mask = torch.cat([torch.ones(len(rows), n, dtype=torch.long), mask], 1).to(device)
+    with _layers(decoder, nn.ModuleList(list(decoder.layers)[boundary:])):
+        out = model(inputs_embeds=hidden, attention_mask=full_mask, position_ids=pos,
+                    use_cache=bool(n), logits_to_keep=1, **cache_kw)
+    return out.logits[:, -1, :]
 
 
 class TrunkStates:

@@ -83,3 +83,83 @@ def test_smollm2_two_layer_slice_is_exact():
         p.requires_grad_(True)
     assert first_trainable_layer(policy.model) == 1
     _compare(policy, 1, TEXTS)
+
+
+OBS = ["You are in a kitchen. There is a closed fridge here. An exit leads north.",
+       "You are in a bedroom. A small key lies on the bed.",
+       "You are in a kitchen. There is a closed fridge here. An exit leads north."]
+
+
+def _lora_tiny():
+    torch.manual_seed(0)
+    policy = load_policy("deciplane/tiny")
+    policy.add_lora(r=4, alpha=8, target_modules=["model.layers.1.self_attn.q_proj",
+                                                  "model.layers.1.self_attn.v_proj",
+                                                  "model.layers.1.mlp.down_proj"])
+    for name, p in policy.model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    return policy
+
+
+def test_rollout_states_and_the_shared_prefix_update_equal_a_fresh_full_forward():
+    """The rollout's log-probs (prefix KV cache, identical prompts computed once) and its
+    kept boundary states equal a fresh forward of each prompt; the update from those
+    states with the batch's shared prefix run once gives the full forward's logits and
+    LoRA gradients."""
+    from deciplane.agents import MenuAgent
+    from deciplane.agents.menu import _common_prefix_len
+    from deciplane.engine.trunk import MIN_SHARED_PREFIX, menu_update_logits
+    from deciplane.types import Menu
+
+    torch.set_num_threads(1)
+    policy = _lora_tiny()
+    model = policy.model
+    menus = [Menu(("go north", "open fridge")), Menu(("take key", "go east", "look")),
+             Menu(("go north", "open fridge"))]
+    agent = MenuAgent(policy, keep_boundary=1)
+    before = agent.tokens_computed
+    decs = agent.act(OBS, menus, seed=0)
+    prompts = [d.prompt_ids for d in decs]
+    assert torch.equal(prompts[0], prompts[2])
+    shared = _common_prefix_len(prompts[:2])
+    assert shared >= MIN_SHARED_PREFIX
+    # computed: the shared prefix once, then the two distinct suffixes
+    assert agent.tokens_computed - before == sum(int(p.numel()) for p in prompts[:2]) - shared
+    ids, mask, pos = _batch_ids(policy, prompts)
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                     use_cache=False).logits[:, -1]
+        fresh = trunk_hidden(model, ids, mask, pos, 1)
+    for i, d in enumerate(decs):
+        torch.testing.assert_close(d.label_logits, full[i, d.label_token_ids], rtol=1e-5, atol=1e-5)
+        t = int(d.prompt_ids.numel())
+        torch.testing.assert_close(d.boundary_hidden, fresh[i, ids.shape[1] - t:],
+                                   rtol=1e-5, atol=1e-5)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def grads(fn):
+        model.zero_grad()
+        out = fn()
+        _loss(out).backward()
+        return out.detach(), [p.grad.clone() for p in params]
+
+    ref, g_ref = grads(lambda: model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                     use_cache=False).logits[:, -1])
+    for shared_prefix in (True, False):
+        for kept in (decs, [_without_states(d) for d in decs]):
+            got, g = grads(lambda: menu_update_logits(model, kept, 1, policy.tokenizer.pad_token_id,
+                                                      shared_prefix=shared_prefix))
+            torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+            for a, b in zip(g, g_ref):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def _batch_ids(policy, prompts):
+    ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id)
+    return ids, mask, position_ids_from_mask(mask)
+
+
+def _without_states(d):
+    import dataclasses
+    return dataclasses.replace(d, boundary_hidden=None, boundary_layer=None)
