@@ -3,8 +3,9 @@
 Both sides, in one process, get the same model weights (a fresh copy each), the same
 prompts (``arith`` train problems, chat-formatted once), the same group size, generation
 length, sampling settings (T=1, top_k=0, top_p=1), the same loss (token-mean "DAPO"
-aggregation, group-std advantages, clip 0.2, no KL), full fine-tuning with AdamW at the
-same learning rate, one forward/backward over the whole batch, one optimizer step per
+aggregation, group-std advantages, clip 0.2, no KL), full fine-tuning (or, with
+``--lora-last-layers K``, LoRA rank ``--lora-rank`` on every linear layer of the last K
+decoder layers, through PEFT on both sides) with AdamW at the same learning rate, one forward/backward over the whole batch, one optimizer step per
 generation batch, and the same reward function (last number == gold). Runs alternate
 (deciplane, TRL, deciplane, TRL, ...) so machine-load drift hits both; the first step of
 every run is a warm-up and is not counted.
@@ -18,6 +19,8 @@ must not pull a CUDA torch). Run::
 
     .venv/bin/python benchmarks/bench_grpo_vs_trl.py                 # tiny model
     .venv/bin/python benchmarks/bench_grpo_vs_trl.py --model deciplane/smollm2-135m-instruct
+    .venv/bin/python benchmarks/bench_grpo_vs_trl.py --model deciplane/smollm2-135m-instruct \
+        --lora-last-layers 6
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ import torch
 
 from deciplane.agents import load_policy
 from deciplane.envs.benchmarks import load_labeled
+from deciplane.trainers.run import lora_targets
 from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
-from deciplane.trainers.single_turn import Optimizer  # 0.1 API: step() returns the norm
+from deciplane.engine.optim import Optimizer
 
 _NUM = re.compile(r"-?\d+")
 
@@ -65,10 +69,13 @@ def problems(n: int) -> tuple[list[str], list[str]]:
 
 def run_deciplane(policy, prompts, golds, args) -> list[dict[str, float]]:
     """``args.steps`` GRPO steps; per-step seconds split into generate/reward/update."""
-    model = copy.deepcopy(policy.model)
     pol = copy.copy(policy)
-    pol.model = model
+    pol.model = copy.deepcopy(policy.model)
     pol._reference = None
+    if args.lora_last_layers:
+        pol.add_lora(r=args.lora_rank, alpha=2 * args.lora_rank,
+                     target_modules=lora_targets(pol, None, args.lora_last_layers))
+    model = pol.model
     budget = Budget()
     opt = Optimizer([p for p in model.parameters() if p.requires_grad], lr=args.lr,
                     max_grad_norm=1.0, budget=budget)
@@ -112,6 +119,12 @@ def run_trl(policy, prompts, golds, args) -> list[dict[str, float]]:
 
     model = copy.deepcopy(policy.model)
     tok = policy.tokenizer
+    peft_config = None
+    if args.lora_last_layers:
+        from peft import LoraConfig
+        peft_config = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank,
+                                 lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                                 target_modules=lora_targets(policy, None, args.lora_last_layers))
     timers = {"generate": 0.0, "reward": 0.0, "tokens": 0}
     inner_generate = model.generate
 
@@ -157,7 +170,8 @@ def run_trl(policy, prompts, golds, args) -> list[dict[str, float]]:
                         dataloader_num_workers=0, shuffle_dataset=False,
                         disable_dropout=True)
         trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=ds,
-                              processing_class=tok, callbacks=[Clock()])
+                              processing_class=tok, callbacks=[Clock()],
+                              peft_config=peft_config)
         trainer.train()
     return steps[1:]
 
@@ -180,6 +194,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=2, help="alternating deciplane/TRL runs")
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--lora-last-layers", type=int, default=0,
+                    help="LoRA on the last K decoder layers on both sides (0: full fine-tuning)")
+    ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--out", default="benchmarks/results/grpo_vs_trl.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -204,7 +221,10 @@ def main(argv: list[str] | None = None) -> dict:
               f"TRL {summarise(theirs)['step']:.3f}s/step", flush=True)
     a, b = summarise(ours), summarise(theirs)
     result = {
-        "model": args.model, "prompts_per_step": args.prompts, "group_size": args.group,
+        "model": args.model, "finetune": (f"lora r={args.lora_rank} on the last "
+                                          f"{args.lora_last_layers} layers"
+                                          if args.lora_last_layers else "full"),
+        "prompts_per_step": args.prompts, "group_size": args.group,
         "max_new_tokens": args.max_new_tokens, "counted_steps_per_side": len(ours),
         "rounds": args.rounds, "threads": args.threads, "trl_version": trl.__version__,
         "torch": torch.__version__, "platform": platform.platform(),

@@ -101,7 +101,8 @@ class MenuPPO(Algorithm):
             self.agent.update_logits = functools.partial(
                 menu_update_logits, policy.model, boundary=self.trunk_boundary,
                 pad_id=policy.tokenizer.pad_token_id, device=policy.device)
-        self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
+        self.eval_agent = MenuAgent(policy, greedy=True, history=c.history,
+                                    dedup=c.frozen_trunk != "full_forward")
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
         self.rlid = RLiDLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
