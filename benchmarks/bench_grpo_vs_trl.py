@@ -10,6 +10,10 @@ generation batch, and the same reward function (last number == gold). Runs alter
 (deciplane, TRL, deciplane, TRL, ...) so machine-load drift hits both; the first step of
 every run is a warm-up and is not counted.
 
+With ``--lora-last-layers K`` deciplane's sampler keeps the hidden states entering the
+first adapted layer and the update runs only the top K layers from them
+(``GRPOConfig.frozen_trunk``, exact); TRL reruns the whole model in its update.
+
 Where the time goes: ``generate`` (sampling), ``reward`` and ``update`` (everything else:
 log-prob forward, loss, backward, optimizer, bookkeeping). TRL's generation time is taken
 by timing ``model.generate``; its reward time inside the reward function.
@@ -91,7 +95,7 @@ def run_deciplane(policy, prompts, golds, args) -> list[dict[str, float]]:
         model.eval()
         groups = sample_groups(pol, [prompts[i] for i in idx], group_size=args.group,
                                max_new_tokens=args.max_new_tokens, temperature=1.0,
-                               seed=1000 + s, budget=budget)
+                               seed=1000 + s, budget=budget, keep_layer=update.keep_layer)
         model.train()
         t1 = time.perf_counter()
         for i, g in zip(idx, groups):

@@ -107,6 +107,8 @@ class Turn:
     prompt_ids: "torch.Tensor | None" = None  # (T,) free-text agents
     response_ids: "torch.Tensor | None" = None     # (R,) generated tokens
     response_logprobs: "torch.Tensor | None" = None  # (R,) old log-probs
+    boundary_hidden: "torch.Tensor | None" = None    # (T + R, H) states entering layer
+    boundary_layer: int | None = None                # `boundary_layer` (frozen-trunk cache)
     expert_index: int | None = None           # env expert's menu index, if known
     invalid: bool = False
     info: dict[str, Any] = field(default_factory=dict)

@@ -21,13 +21,13 @@ layer ``b`` then runs only the top layers in its update (``update_logits``, set 
 
 from __future__ import annotations
 
-import contextlib
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alphabet
-from deciplane.agents.policy import Policy, left_pad, position_ids_from_mask
+from deciplane.agents.policy import (Policy, capture_layer_input, decoder_layers, left_pad,
+                                     position_ids_from_mask)
 from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_user_text
 from deciplane.errors import ConfigError, EmptyMenu
 from deciplane.objectives.rlid import menu_log_softmax
@@ -98,7 +98,7 @@ class MenuAgent:
         self.max_menu = max_menu if max_menu is not None else len(self.alphabet)
         self.dedup = bool(dedup)
         if keep_boundary is not None:
-            n_layers = len(_decoder_layers(policy.model))
+            n_layers = len(decoder_layers(policy.model))
             if not 0 < keep_boundary < n_layers:
                 raise ConfigError(f"keep_boundary={keep_boundary}: the boundary must be a decoder "
                                   f"layer in 1..{n_layers - 1}")
@@ -223,24 +223,10 @@ class MenuAgent:
             rows.append(torch.cat([self._prefix[3], own]) if n else own.clone())
         return out.logits[:, -1, :], rows
 
-    @contextlib.contextmanager
-    def _capture(self) -> Iterator[list[torch.Tensor] | None]:
+    def _capture(self):
         """While active, appends the input of decoder layer ``keep_boundary`` of every
         forward to the yielded list (``None`` without ``keep_boundary``)."""
-        if self.keep_boundary is None:
-            yield None
-            return
-        seen: list[torch.Tensor] = []
-        layer = _decoder_layers(self.policy.model)[self.keep_boundary]
-
-        def hook(module, args, kwargs):
-            seen.append((args[0] if args else kwargs["hidden_states"]).detach())
-
-        handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
-        try:
-            yield seen
-        finally:
-            handle.remove()
+        return capture_layer_input(self.policy.model, self.keep_boundary)
 
     def _prefix_cache(self, prefix: torch.Tensor, batch: int):
         """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.
@@ -330,16 +316,6 @@ def _common_prefix_len(seqs: Sequence[torch.Tensor]) -> int:
         if len(neq):
             n = int(neq[0, 0])
     return n
-
-
-def _decoder_layers(model) -> torch.nn.ModuleList:
-    """The decoder layer list of a Llama-style causal LM (``.model.layers``), through PEFT."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layers = getattr(getattr(base, "model", None), "layers", None)
-    if not isinstance(layers, torch.nn.ModuleList):
-        raise ConfigError(f"{type(base).__name__} has no decoder layers at `.model.layers`; "
-                          "keep_boundary (frozen-trunk caching) supports Llama-style causal LMs")
-    return layers
 
 
 def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:

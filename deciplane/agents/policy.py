@@ -37,6 +37,7 @@ class Generation:
     response_ids: torch.Tensor        # (R,) int64
     response_logprobs: torch.Tensor   # (R,) float32
     text: str
+    boundary_hidden: torch.Tensor | None = None  # (T + R, H) states entering keep_layer
 
     @property
     def logprob(self) -> float:
@@ -123,6 +124,35 @@ def score_responses(policy, prompt_ids: Sequence[torch.Tensor],
                            entropy=entropy, full_logp=full_logp if full else None)
 
 
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The decoder layer list of a Llama-style causal LM (``.model.layers``), through PEFT."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = getattr(getattr(base, "model", None), "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ConfigError(f"{type(base).__name__} has no decoder layers at `.model.layers`; "
+                          "frozen-trunk caching supports Llama-style causal LMs")
+    return layers
+
+
+@contextlib.contextmanager
+def capture_layer_input(model: nn.Module, layer: int | None) -> Iterator[list[torch.Tensor] | None]:
+    """While active, appends the (detached) input hidden states of decoder layer ``layer``
+    of every forward to the yielded list; ``None`` (and nothing hooked) for ``layer=None``."""
+    if layer is None:
+        yield None
+        return
+    seen: list[torch.Tensor] = []
+
+    def hook(module, args, kwargs):
+        seen.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+    handle = decoder_layers(model)[layer].register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of ``softmax(logits)`` over the last dim."""
     logp = torch.log_softmax(logits.float(), dim=-1)
@@ -193,11 +223,16 @@ class Policy:
     @torch.no_grad()
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 1.0,
                  do_sample: bool = True, num_return_sequences: int = 1, top_p: float = 1.0,
-                 seed: int | None = None, stop: Sequence[str] | None = None) -> list[Generation]:
+                 seed: int | None = None, stop: Sequence[str] | None = None,
+                 keep_layer: int | None = None) -> list[Generation]:
         """Sample ``num_return_sequences`` responses per prompt, prompt-major order.
 
         ``stop``: extra strings that end a response (kept in it, like eos). Log-probs are
         ``log_softmax(logits / temperature)`` of the emitted tokens, whatever ``top_p``.
+        ``keep_layer``: also keep, per generation, the hidden states entering that decoder
+        layer at every position of prompt + response (``Generation.boundary_hidden``, from
+        the sampling forwards themselves; the last response token is never fed back, and no
+        logit is ever read at its position, so its row is zeros).
         """
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -227,22 +262,31 @@ class Policy:
             with torch.random.fork_rng(devices=self._rng_devices()):
                 if seed is not None:
                     torch.manual_seed(seed)
-                out = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                     **kwargs)
+                with capture_layer_input(model, keep_layer) as cap:
+                    out = model.generate(input_ids=ids.to(self.device),
+                                         attention_mask=mask.to(self.device), **kwargs)
         finally:
             model.train(was_training)
         seqs = out.sequences[:, width:].cpu()                                  # (B*n, R)
         logits = torch.stack(out.logits, dim=1).float().cpu() / temperature    # (B*n, R, V)
         logp = torch.log_softmax(logits, dim=-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
         ends = self._response_lengths(seqs, stop_strings, extra_eos=stop_ids)
+        hidden = torch.cat(cap, dim=1).cpu() if cap else None            # (B*n, W + s, H)
         gens = []
         for row in range(seqs.shape[0]):
             p = row // num_return_sequences
             n = ends[row]
             resp = seqs[row, :n].clone()
+            kept = None
+            if hidden is not None:
+                t = int(prompt_ids[p].numel())
+                # prompt: the prefill; response token i: fed back at decode step i + 1
+                kept = torch.cat([hidden[row, width - t:width + n - 1],
+                                  hidden.new_zeros((1, hidden.shape[-1]))])       # (t + n, H)
             gens.append(Generation(prompt_index=p, prompt_ids=prompt_ids[p], response_ids=resp,
                                    response_logprobs=logp[row, :n].clone(),
-                                   text=self.tokenizer.decode(resp, skip_special_tokens=True)))
+                                   text=self.tokenizer.decode(resp, skip_special_tokens=True),
+                                   boundary_hidden=kept))
         return gens
 
     def _split_stops(self, stop: Sequence[str] | None) -> tuple[list[int], list[str]]:

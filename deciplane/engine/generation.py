@@ -27,10 +27,11 @@ def _count_generation(budget: Budget | None, gens: Sequence) -> None:
 def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature: float = 1.0,
              do_sample: bool = True, num_return_sequences: int = 1, top_p: float = 1.0,
              seed: int | None = None, budget: Budget | None = None,
-             prompts_per_batch: int | None = None) -> list:
+             prompts_per_batch: int | None = None, keep_layer: int | None = None) -> list:
     """:meth:`Policy.generate` in chunks of ``prompts_per_batch`` prompts (all at once when
     ``None``), counted in ``budget``. Returns the generations in prompt-major order with
-    ``prompt_index`` relative to ``prompts``."""
+    ``prompt_index`` relative to ``prompts``. ``keep_layer``: keep each generation's
+    hidden states entering that decoder layer (frozen-trunk caching)."""
     prompts = list(prompts)
     step = prompts_per_batch or max(len(prompts), 1)
     out = []
@@ -41,7 +42,8 @@ def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature
                                    temperature=temperature if do_sample else 1.0,
                                    do_sample=do_sample, num_return_sequences=num_return_sequences,
                                    top_p=top_p,
-                                   seed=None if seed is None else seed + start)
+                                   seed=None if seed is None else seed + start,
+                                   **({"keep_layer": keep_layer} if keep_layer is not None else {}))
         for g in gens:
             g.prompt_index += start
         _count_generation(budget, gens)
@@ -63,14 +65,17 @@ def generate_texts(policy, prompts: Sequence[str], *, max_new_tokens: int,
 def sample_groups(policy, prompts: Sequence[str], *, group_size: int, max_new_tokens: int,
                   temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                   budget: Budget | None = None, group_ids: Sequence[str] | None = None,
-                  prompts_per_batch: int | None = None) -> list[list[Trajectory]]:
+                  prompts_per_batch: int | None = None, keep_layer: int | None = None
+                  ) -> list[list[Trajectory]]:
     """``group_size`` sampled responses per prompt, as single-turn trajectories.
 
     ``result[i]`` is the group of ``prompts[i]`` (group id ``group_ids[i]`` or ``"i"``);
     each trajectory has one :class:`~deciplane.types.Turn` with ``observation`` = the
     prompt text, ``action`` = the response text, ``prompt_ids``, ``response_ids`` and
     the sampler's detached ``response_logprobs`` (at ``temperature``); ``reward`` is 0
-    until the caller sets it.
+    until the caller sets it. ``keep_layer`` (:attr:`GRPOUpdate.keep_layer
+    <deciplane.engine.grpo.GRPOUpdate.keep_layer>`): each turn also keeps the sampling
+    forwards' hidden states entering that layer, so the update runs only the layers above.
     """
     if group_size < 1:
         raise ConfigError(f"group_size must be >= 1, got {group_size}")
@@ -79,12 +84,14 @@ def sample_groups(policy, prompts: Sequence[str], *, group_size: int, max_new_to
         raise ConfigError(f"got {len(prompts)} prompts but {len(gids)} group ids; pass one per prompt")
     gens = generate(policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                     do_sample=True, num_return_sequences=group_size, top_p=top_p, seed=seed,
-                    budget=budget, prompts_per_batch=prompts_per_batch)
+                    budget=budget, prompts_per_batch=prompts_per_batch, keep_layer=keep_layer)
     groups: list[list[Trajectory]] = [[] for _ in prompts]
     for g in gens:
+        kept = getattr(g, "boundary_hidden", None)
         turn = Turn(observation=prompts[g.prompt_index], action=g.text, reward=0.0,
                     prompt_ids=g.prompt_ids, response_ids=g.response_ids,
-                    response_logprobs=g.response_logprobs)
+                    response_logprobs=g.response_logprobs, boundary_hidden=kept,
+                    boundary_layer=keep_layer if kept is not None else None)
         groups[g.prompt_index].append(Trajectory(turns=[turn], group_id=gids[g.prompt_index]))
     return groups
 

@@ -199,6 +199,15 @@ class GRPOUpdate:
 
         return loss_fn
 
+    @property
+    def keep_layer(self) -> int | None:
+        """The layer whose input states the sampler should keep for this update
+        (``sample_groups(..., keep_layer=update.keep_layer)``): the frozen-trunk boundary
+        when ``frozen_trunk`` is on and only the top layers train, else ``None``."""
+        if not self.cfg.frozen_trunk:
+            return None
+        return trunk_boundary(self.policy.model)
+
     def _trunk(self) -> TrunkStates | None:
         """Frozen-trunk states for one step, when enabled and only top layers train."""
         if not self.cfg.frozen_trunk:
@@ -232,7 +241,16 @@ class GRPOUpdate:
         if mode == "auto":
             mode = "detached" if n_updates == 1 else "recompute"
         passes = n_updates + (mode == "recompute") + (self.cfg.kl_coef > 0)  # per sample
-        trunk = self._trunk() if passes > 1 else None
+        kept = self.keep_layer is not None and any(
+            t.turns[0].boundary_hidden is not None and t.turns[0].boundary_layer == self.keep_layer
+            for t in trajs)
+        trunk = self._trunk() if passes > 1 or kept else None
+        if trunk is not None:
+            for t in trajs:             # the sampler's states: the trunk is never rerun
+                turn = t.turns[0]
+                if turn.boundary_hidden is not None and turn.boundary_layer == trunk.boundary:
+                    trunk.seed(torch.cat([turn.prompt_ids, turn.response_ids]),
+                               turn.boundary_hidden)
         old: list[torch.Tensor] | None = None
         if mode == "recompute":
             old = self._logp_no_grad(trajs, reference=False, trunk=trunk)

@@ -201,6 +201,14 @@ class TrunkStates:
         self._rows: dict[tuple[int, ...], torch.Tensor] = {}
         self.computed_tokens = 0     # tokens run through the trunk
 
+    def seed(self, seq_ids: torch.Tensor, hidden: torch.Tensor) -> None:
+        """Use ``hidden`` ``(T, H)`` (e.g. kept by the sampling forwards) as the boundary
+        states of the token sequence ``seq_ids`` ``(T,)``."""
+        if hidden.shape[0] != int(seq_ids.numel()):
+            raise ConfigError(f"boundary states for {hidden.shape[0]} positions but the "
+                              f"sequence has {int(seq_ids.numel())} tokens")
+        self._rows[tuple(seq_ids.tolist())] = hidden
+
     def hidden(self, model: nn.Module, ids: torch.Tensor, attention_mask: torch.Tensor,
                position_ids: torch.Tensor) -> torch.Tensor:
         """``(B, T, H)`` boundary states of the left-padded batch (zeros on padding)."""

@@ -18,6 +18,7 @@ import torch
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate_texts, sample_groups
 from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
+from deciplane.engine.trunk import trunk_boundary
 from deciplane.engine.optim import Optimizer
 from deciplane.envs.benchmarks import load_benchmark
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, SampleGroups
@@ -69,7 +70,10 @@ class MathGRPO(Algorithm):
         groups = sample_groups(self.policy, [self.prompt(p) for p in problems],
                                group_size=c.group_size, max_new_tokens=c.max_new_tokens,
                                temperature=c.temperature, seed=seed % (2**62),
-                               budget=self.budget, group_ids=[f"p{i}" for i in idx])
+                               budget=self.budget, group_ids=[f"p{i}" for i in idx],
+                               # frozen trunk: the update runs only the trained top layers
+                               keep_layer=trunk_boundary(self.policy.model)
+                               if self.grpo.frozen_trunk else None)
         self.policy.model.train()
         rewards = []
         for i, group in zip(idx, groups):

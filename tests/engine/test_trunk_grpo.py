@@ -82,3 +82,49 @@ def test_a_single_forward_step_builds_no_trunk_states():
     update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.0), budget=Budget(), lr=1e-3)
     update._trunk = lambda: pytest.fail("one forward per sample: nothing to reuse")
     assert not update.step(groups).skipped
+
+
+def test_the_samplers_states_equal_a_fresh_trunk_and_give_the_same_step():
+    """``sample_groups(keep_layer=...)`` keeps the sampling forwards' boundary states; they
+    equal a fresh trunk forward (but the last, never-read position), and a step from them
+    (one forward per sample: only the top layers run) equals the full step."""
+    from deciplane.agents.policy import left_pad, position_ids_from_mask
+    from deciplane.engine.trunk import trunk_hidden
+
+    torch.set_num_threads(1)
+    policy = _policy()
+    update0 = GRPOUpdate(policy, GRPOConfig(), budget=Budget(), lr=1e-3)
+    assert update0.keep_layer == 1
+    prompts = [policy.format_prompt(p) for p in PROMPTS]
+    groups = sample_groups(policy, prompts, group_size=3, max_new_tokens=6, seed=5,
+                           keep_layer=update0.keep_layer)
+    for g in groups:
+        for tr, r in zip(g, [1.0, 0.0, 0.5]):
+            tr.turns[0].reward = r
+    for g in groups:
+        for tr in g:
+            turn = tr.turns[0]
+            seq = torch.cat([turn.prompt_ids, turn.response_ids])
+            ids, mask = left_pad([seq], policy.tokenizer.pad_token_id)
+            fresh = trunk_hidden(policy.model, ids, mask, position_ids_from_mask(mask), 1)[0]
+            assert turn.boundary_layer == 1 and turn.boundary_hidden.shape == fresh.shape
+            torch.testing.assert_close(turn.boundary_hidden[:-1], fresh[:-1], rtol=1e-5, atol=1e-5)
+    start = copy.deepcopy(policy.model.state_dict())
+    results = []
+    for frozen in (False, True):
+        policy.model.load_state_dict(start)
+        update = GRPOUpdate(policy, GRPOConfig(micro_batch_size=4, frozen_trunk=frozen),
+                            budget=Budget(), lr=1e-3)
+        made = update._trunk
+        calls = []
+        update._trunk = lambda: calls.append(made()) or calls[-1]
+        stats = update.step(groups)
+        assert (calls[0].computed_tokens == 0) if frozen else (calls == [])   # never rerun
+        results.append((stats.metrics, {n: p.detach().clone()
+                                        for n, p in policy.model.named_parameters()
+                                        if p.requires_grad}))
+    (m_full, p_full), (m_kept, p_kept) = results
+    for k, v in m_full.items():
+        assert m_kept[k] == pytest.approx(v, rel=1e-4, abs=1e-6), k
+    for n in p_full:
+        torch.testing.assert_close(p_kept[n], p_full[n], rtol=1e-4, atol=1e-6)
