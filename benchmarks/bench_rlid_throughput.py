@@ -81,9 +81,35 @@ def bare_forward(policy, ids: torch.Tensor, repeats: int) -> tuple[float, int]:
     return best, int(ids.numel())
 
 
+def count_update_tokens(algo) -> list[int]:
+    """Wrap the agent's update forward to count the tokens it runs through the top layers
+    (the batch's shared prefix once, as :func:`menu_update_logits` does)."""
+    from deciplane.agents.menu import _common_prefix_len
+    from deciplane.engine.trunk import MIN_SHARED_PREFIX
+
+    seen = [0]
+    inner = algo.agent.update_logits
+    if inner is None:
+        return seen
+
+    def counted(decisions):
+        prompts = [d.prompt_ids for d in decisions]
+        n = _common_prefix_len(prompts) if len(prompts) > 1 else 0
+        n = min(n, min(int(p.numel()) for p in prompts) - 1)
+        n = n if n >= MIN_SHARED_PREFIX else 0
+        seen[0] += sum(int(p.numel()) for p in prompts) - (len(prompts) - 1) * n
+        return inner(decisions)
+
+    algo.agent.update_logits = counted
+    return seen
+
+
 def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: int,
               s: dict[str, int], lora: bool) -> dict[str, float]:
     agent = algo.agent
+    counter = getattr(algo, "_bench_counter", None)
+    if counter is None:
+        counter = algo._bench_counter = count_update_tokens(algo)
     k = s["layers"] - (algo.trunk_boundary or 0)            # layers the update forwards
     trained = s["layers"] - first_trainable_layer(algo.policy.model)   # ... backpropagates
     tok0 = agent.tokens_computed
@@ -94,12 +120,18 @@ def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: 
     rollout_tokens = agent.tokens_computed - tok0
     prompt_lens = [int(d.prompt_ids.numel()) for d in decs]
     t = time.process_time()
+    before = counter[0]
     trainer._update(batch, seed)
     update_s = time.process_time() - t
     o = algo.config.optim
-    fwd_per = [forward_flops(s, n, k) for n in prompt_lens]
+    # tokens through the update's layers: every prompt whole (today), or as counted (the
+    # micro-batch's shared prefix once); its FLOPs scaled by that share
+    tokens = counter[0] - before if algo.agent.update_logits is not None \
+        else o.epochs * sum(prompt_lens)
+    share_u = tokens / max(1, o.epochs * sum(prompt_lens))
     bwd_mult = 1.0 if lora else 2.0
-    bwd_per = [bwd_mult * forward_flops(s, n, trained) for n in prompt_lens]
+    fwd_per = [share_u * forward_flops(s, n, k) for n in prompt_lens]
+    bwd_per = [share_u * bwd_mult * forward_flops(s, n, trained) for n in prompt_lens]
     update_flops = o.epochs * (sum(fwd_per) + sum(bwd_per))
     # rollout: the matmuls of the tokens actually computed (prefix once, dedup); attention
     # of the full prompts scaled by the share of their tokens that was computed
@@ -109,7 +141,7 @@ def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: 
         + 2 * s["hidden"] * s["vocab"] * len(decs)
     out = {"decisions": len(decs), "env_steps": batch.env_steps, "rollout_cpu_s": rollout_s,
            "update_cpu_s": update_s, "rollout_tokens": rollout_tokens,
-           "update_token_layers": o.epochs * sum(prompt_lens) * k,
+           "update_token_layers": tokens * k,
            "prompt_tokens": sum(prompt_lens), "rollout_gflop": rollout_flops / 1e9,
            "update_gflop": update_flops / 1e9, "bc_cpu_s": 0.0, "bc_decisions": 0}
     if bc_epochs and decs:

@@ -90,9 +90,15 @@ OBS = ["You are in a kitchen. There is a closed fridge here. An exit leads north
        "You are in a kitchen. There is a closed fridge here. An exit leads north."]
 
 
-def _lora_tiny():
+def _lora_policy(which: str):
     torch.manual_seed(0)
-    policy = load_policy("deciplane/tiny")
+    if which == "tiny":
+        policy = load_policy("deciplane/tiny")
+    else:                                   # a 2-layer slice of SmolLM2
+        policy = load_policy("deciplane/smollm2-135m-instruct")
+        decoder = policy.model.model
+        decoder.layers = torch.nn.ModuleList(list(decoder.layers)[:2])
+        policy.model.config.num_hidden_layers = 2
     policy.add_lora(r=4, alpha=8, target_modules=["model.layers.1.self_attn.q_proj",
                                                   "model.layers.1.self_attn.v_proj",
                                                   "model.layers.1.mlp.down_proj"])
@@ -102,7 +108,8 @@ def _lora_tiny():
     return policy
 
 
-def test_rollout_states_and_the_shared_prefix_update_equal_a_fresh_full_forward():
+@pytest.mark.parametrize("which", ["tiny", pytest.param("smollm2-slice", marks=pytest.mark.slow)])
+def test_rollout_states_and_the_shared_prefix_update_equal_a_fresh_full_forward(which):
     """The rollout's log-probs (prefix KV cache, identical prompts computed once) and its
     kept boundary states equal a fresh forward of each prompt; the update from those
     states with the batch's shared prefix run once gives the full forward's logits and
@@ -113,7 +120,7 @@ def test_rollout_states_and_the_shared_prefix_update_equal_a_fresh_full_forward(
     from deciplane.types import Menu
 
     torch.set_num_threads(1)
-    policy = _lora_tiny()
+    policy = _lora_policy(which)
     model = policy.model
     menus = [Menu(("go north", "open fridge")), Menu(("take key", "go east", "look")),
              Menu(("go north", "open fridge"))]
@@ -150,7 +157,7 @@ def test_rollout_states_and_the_shared_prefix_update_equal_a_fresh_full_forward(
         for kept in (decs, [_without_states(d) for d in decs]):
             got, g = grads(lambda: menu_update_logits(model, kept, 1, policy.tokenizer.pad_token_id,
                                                       shared_prefix=shared_prefix))
-            torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)   # logits ~10
             for a, b in zip(g, g_ref):
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
