@@ -92,9 +92,7 @@ class MenuPPO(Algorithm):
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
         self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
-        self.rlid = RLiDLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
-                               length_balance=c.length_balanced, bias_control=c.bias_control,
-                               beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
+        self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
             self.critic = Critic(policy, detach_trunk=c.value_detach_trunk)
@@ -137,7 +135,7 @@ class MenuPPO(Algorithm):
             degenerate = not data.decisions
         else:
             adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
-            data = flatten_decisions(trajs, adv, c.length_balanced)
+            data = flatten_decisions(trajs, adv, c.rlid.length_balance)
             metrics["rollout/adv_abs"] = float(adv.abs().mean())
             degenerate = is_degenerate_batch(torch.as_tensor(rewards), gids)
         return RolloutBatch(n_units=len(data.decisions), data=data, env_steps=stats.env_steps,
@@ -154,7 +152,7 @@ class MenuPPO(Algorithm):
         v = flat_to_turns(values, [len(tr) for tr in trajs])                      # (B, T)
         adv, ret = gae_advantages(rewards, v, mask, c.gamma, c.gae_lambda,
                                   normalize=c.gae_normalize)                      # (B, T)
-        data = flatten_decisions(trajs, adv, c.length_balanced)
+        data = flatten_decisions(trajs, adv, c.rlid.length_balance)
         data.returns = ret[mask]                                                  # (N,)
         data.old_values = values.detach().float()                                 # (N,)
         m = {"rollout/adv_abs": float(data.advantages.abs().mean()) if decs else 0.0,

@@ -120,3 +120,21 @@ def test_old_loss_config_names_import_with_a_deprecation_warning():
                      ("TASCOConfig", "TASCOLossConfig"), ("ERPOConfig", "ERPOLossConfig")]:
         with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
             assert getattr(objectives, old) is getattr(objectives, new)
+
+
+def test_rlid_section_is_the_loss_config_and_old_top_level_keys_still_load():
+    from deciplane.objectives.rlid import RLiDLossConfig
+
+    cfg = load_config("configs/quickstart.yaml")
+    assert isinstance(cfg.rlid, RLiDLossConfig)
+    assert (cfg.rlid.eps_low, cfg.rlid.bias_control, cfg.rlid.beta_menu) == (0.2, "menu_kl", 0.01)
+    with pytest.warns(DeprecationWarning, match="clip_eps is rlid.eps_low"):
+        old = load_config(data={"algorithm": "rlid_ppo", "clip_eps": 0.3, "bias_control": "entropy",
+                                "rlid": {"entropy_coef": 0.05}},
+                          overrides=["beta_menu=0.02"])
+    assert (old.rlid.eps_low, old.rlid.bias_control, old.rlid.entropy_coef,
+            old.rlid.beta_menu) == (0.3, "entropy", 0.05, 0.02)
+    with pytest.raises(ConfigError, match="clip_eps is the old name of rlid.eps_low"):
+        load_config(data={"algorithm": "rlid_ppo", "clip_eps": 0.3, "rlid": {"eps_low": 0.2}})
+    with pytest.raises(ConfigError, match="bias_control"):
+        load_config(data={"algorithm": "rlid_ppo"}, overrides=["rlid.bias_control=calibration"])
