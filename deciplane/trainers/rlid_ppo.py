@@ -43,6 +43,12 @@ def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
     return ADVANTAGE_ESTIMATORS[estimator](r, gids), gids
 
 
+def greedy_agent(config: RLiDPPOConfig, policy: Any) -> MenuAgent:
+    """The held-out evaluation agent of a menu run: greedy decisions with the run's prompt
+    settings (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it)."""
+    return MenuAgent(policy, greedy=True, history=config.history)
+
+
 def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
                       ) -> DecisionBatch:
     """Decisions in episode-major order; ``adv`` is one advantage per episode ``(E,)`` or
@@ -90,7 +96,7 @@ class MenuPPO(Algorithm):
         super().__init__(config, policy)
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
-        self.eval_agent = MenuAgent(policy, greedy=True, history=c.history)
+        self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
@@ -245,5 +251,5 @@ class MenuPPO(Algorithm):
         self.suite.close()
 
 
-__all__ = ["MenuPPO", "flatten_decisions", "group_advantages", "menu_ids",
+__all__ = ["MenuPPO", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]
