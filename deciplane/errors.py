@@ -80,3 +80,7 @@ class MissingTurnIds(ObjectiveInputError):
 
 class TaskError(DeciplaneError, ValueError):
     """A CodeOpt task that is unknown or cannot be loaded; the message says how to fix it."""
+
+
+class EnvWorkerError(DeciplaneError, RuntimeError):
+    """A remote environment worker (Ray actor) failed beyond its retries, or never started."""

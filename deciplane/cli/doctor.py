@@ -11,7 +11,8 @@ from deciplane.envs.sandbox.doctor import doctor_report
 
 
 def doctor_cmd() -> None:
-    """Which sandbox backends work here (and why not), what `auto` picks, valgrind, java."""
+    """Which sandbox backends work here (and why not), what `auto` picks, valgrind, java,
+    Ray (env workers) and accelerate (multi-GPU training)."""
     console = Console()
     rep = doctor_report()
     table = Table(title="sandbox backends", show_lines=False)
@@ -34,6 +35,9 @@ def doctor_cmd() -> None:
     console.print(f"valgrind: {'yes' if ok else 'no'} ({why})")
     ok, why = rep["java"]
     console.print(f"java (TextWorldExpress-v0): {'yes' if ok else 'no'} ({why})")
+    for key in ("ray", "accelerate"):
+        ok, why = rep[key]
+        console.print(f"{key}: {'yes' if ok else 'no'} ({why})")
     if not rep["auto"]:
         raise typer.Exit(1)
 

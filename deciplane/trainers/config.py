@@ -174,6 +174,27 @@ class TLMDREConfig(TLMDRELossConfig):
 
 
 @dataclass
+class EnvWorkersConfig:
+    """Where the training rollouts' sub-envs run (evaluation always runs in this process)."""
+
+    backend: Literal["local", "ray"] = "local"
+    """local: in this process (gymnasium SyncVectorEnv); ray: Ray actors (pip install 'deciplane[ray]'; joins RAY_ADDRESS, else starts a local Ray instance)."""
+    num_workers: int = 2
+    """Ray actors the sub-envs are spread over (backend ray); each reserves one Ray CPU."""
+    on_failure: Literal["retry", "drop"] = "retry"
+    """A crashed or hung worker's episodes: replayed on a fresh worker (retry), or ended truncated with info env_worker_dropped (drop); both are counted."""
+    step_timeout_s: float = 60.0
+    """Deadline of one reset/step call; a worker past it is hung and gets replaced."""
+    max_retries: int = 3
+    """Worker restarts allowed within one call before the episode is dropped (a reset raises EnvWorkerError)."""
+
+    def check(self, prefix: str = "") -> None:
+        if self.num_workers < 1 or self.max_retries < 0 or not self.step_timeout_s > 0:
+            raise ConfigError(f"{prefix}env_workers needs num_workers >= 1, max_retries >= 0 "
+                              f"and step_timeout_s > 0; got {self}")
+
+
+@dataclass
 class TrainConfig:
     """Fields every training run has."""
 
@@ -195,6 +216,8 @@ class TrainConfig:
     """Checkpoints."""
     progress: bool = True
     """Show a rich progress bar."""
+    env_workers: EnvWorkersConfig = field(default_factory=EnvWorkersConfig)
+    """Where rollout envs run: in process, or as Ray actors (backend: ray, num_workers: N)."""
 
 
 @dataclass
@@ -327,6 +350,10 @@ class MathGRPOConfig(TrainConfig):
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.group_size < 2:
             raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
+        if self.env_workers.backend != "local":
+            raise ConfigError("math_grpo scores single-turn answers in this process; "
+                              "env_workers.backend must be local (ray applies to rlid_ppo "
+                              "and text_ppo rollouts)")
 
 
 CONFIGS: dict[str, type[TrainConfig]] = {

@@ -47,9 +47,10 @@ class GameSlotEnv(gym.Wrapper):
 class EnvSuite:
     """Builds the rollout vector env of an iteration and runs evaluations."""
 
-    def __init__(self, cfg: EnvConfig, expert: bool = False) -> None:
+    def __init__(self, cfg: EnvConfig, expert: bool = False, workers: Any = None) -> None:
         self.cfg = cfg
         self.expert = expert
+        self.workers = workers  # EnvWorkersConfig: where train_batch's sub-envs run
         self.kwargs = dict(cfg.kwargs)
         self.textworld = cfg.id == TEXTWORLD
         self._suites: dict[str, Any] = {}
@@ -98,10 +99,19 @@ class EnvSuite:
             kw["split"] = split
         return lambda: gym.make(self.cfg.id, max_episode_steps=steps, **kw)
 
-    def _vector(self, split: str, n: int) -> gym.vector.VectorEnv:
-        key = hash((split, n))
+    def _vector(self, split: str, n: int, remote: bool = False) -> gym.vector.VectorEnv:
+        w = self.workers
+        remote = remote and w is not None and w.backend == "ray"
+        key = hash((split, n, remote))
         if key not in self._vec:
-            self._vec[key] = make_vector_env([self._make_env(split) for _ in range(n)])
+            fns = [self._make_env(split) for _ in range(n)]
+            if remote:
+                from deciplane.envs.ray_vector import make_ray_vector_env
+                self._vec[key] = make_ray_vector_env(
+                    fns, w.num_workers, on_failure=w.on_failure, max_retries=w.max_retries,
+                    step_timeout_s=w.step_timeout_s)
+            else:
+                self._vec[key] = make_vector_env(fns)
         return self._vec[key]
 
     # ---- training --------------------------------------------------------------------------
@@ -127,7 +137,7 @@ class EnvSuite:
             reset = [int(g) + n_games * int(rng.integers(1, 1 << 20)) for g in order]
         else:
             reset = [int(s) for s in rng.choice(2**31 - 1, size=groups, replace=False)]
-        return self._vector(c.train_split, groups * per), reset
+        return self._vector(c.train_split, groups * per, remote=True), reset
 
     # ---- evaluation ------------------------------------------------------------------------
     def eval_seeds(self, split: str, episodes: int | None) -> list[int]:

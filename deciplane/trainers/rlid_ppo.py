@@ -97,7 +97,8 @@ class MenuPPO(Algorithm):
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
-        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0)
+        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
+                              workers=c.env_workers)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":

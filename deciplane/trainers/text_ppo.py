@@ -50,7 +50,7 @@ class TextPPO(Algorithm):
         self.agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
                                temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
-        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0)
+        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
         self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)

@@ -225,6 +225,7 @@ def test_doctor_command_lists_every_backend():
         assert name in out.output
     assert "auto ->" in out.output and "valgrind:" in out.output
     assert "java (TextWorldExpress-v0):" in out.output
+    assert "ray:" in out.output and "accelerate:" in out.output
 
 
 @pytest.mark.parametrize("backend", ["bwrap", "namespace"])

@@ -19,9 +19,24 @@ def valgrind_status() -> tuple[bool, str]:
         return False, f"{exe} does not run: {exc}"
 
 
+def accelerate_status() -> tuple[bool, str]:
+    """Whether ``accelerate`` (multi-process / multi-GPU training) imports, with what it sees."""
+    try:
+        import accelerate
+        import torch
+    except ImportError:
+        return False, "not installed; `pip install accelerate` (multi-GPU training)"
+    except Exception as exc:  # noqa: BLE001 - a broken install must not break doctor
+        return False, f"installed but does not import: {type(exc).__name__}: {exc}"
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    dist = "yes" if torch.distributed.is_available() else "no"
+    return True, f"accelerate {accelerate.__version__} (CUDA devices: {gpus}; torch.distributed: {dist})"
+
+
 def doctor_report() -> dict:
     """``{"backends": {name: (ok, reason)}, "auto": name|None, "auto_error": str|None,
-    "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason), "java": (ok, reason)}``."""
+    "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason), "java": (ok, reason),
+    "ray": (ok, reason), "accelerate": (ok, reason)}``."""
     from deciplane.envs.sandbox import available_backends, resolve_backend
     from deciplane.envs.sandbox._common import cgroup_support, find_python, scratch_base
     from deciplane.errors import DeciplaneError
@@ -41,9 +56,12 @@ def doctor_report() -> dict:
     except DeciplaneError as exc:
         report["scratch"] = f"error: {exc}"
     report["valgrind"] = valgrind_status()
+    from deciplane.envs._ray import ray_status
     from deciplane.envs.twx.java import java_status  # TextWorld-Express runs in a JVM
 
     report["java"] = java_status()
+    report["ray"] = ray_status()
+    report["accelerate"] = accelerate_status()
     report["docker_host"] = (os.environ.get("DECIPLANE_DOCKER_HOST")
                              or os.environ.get("DOCKER_HOST") or "(default socket)")
     return report
