@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
                                   index_on_page, menu_page, menu_seed_for, page_count)
-from deciplane.envs.spaces import ObservationText
+from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
@@ -35,6 +35,7 @@ OBS_CHARSET = frozenset(
 )
 MAX_OBS_CHARS = 65_536
 MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
+MAX_RAW_COMMAND_CHARS = 4096  # before whitespace is collapsed; longer is refused unread
 COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
@@ -80,8 +81,13 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     ``action_mode="text"``: a free command string. A command that is not in the menu
     (compared case- and whitespace-insensitively) is counted as invalid but still sent to
-    the game, which answers it; empty or over-long (> 192 bytes) commands and interpreter
-    meta-commands (``quit``, ``restart``, ``undo``, ``save``...) are invalid and not sent.
+    the game, which answers it. These are invalid and never sent (the game state does not
+    change, the observation is repeated, ``info["action_rejected"]`` says why): empty
+    commands, commands over 192 bytes once whitespace is collapsed (or over 4,096
+    characters raw), control characters other than tab/newline/carriage return (a NUL
+    crashes the interpreter), lone surrogates, and interpreter
+    meta-commands (``quit``, ``restart``, ``undo``, ``save``...). A value that is not
+    ``str`` (or UTF-8 ``bytes``) raises :class:`deciplane.errors.InvalidAction`.
 
     ## Reward
 
@@ -225,7 +231,9 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
-            raise GameError("step() after the episode ended; call reset() first")
+            raise GameError("step() before reset(); call reset() first" if self._env is None
+                            else "step() after the episode ended; call reset() first")
+        rejected = None
         if self.action_mode == "menu":
             index = _as_index(action)
             command = self._command_from_index(index)
@@ -236,7 +244,7 @@ class TextWorldEnv(gym.Env[str, Any]):
                 self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
                 send = False
         else:
-            command, send, invalid = self._command_from_text(action)
+            command, send, invalid, rejected = self._command_from_text(action)
         self._steps += 1
         reward = 0.0
         if send:
@@ -255,6 +263,8 @@ class TextWorldEnv(gym.Env[str, Any]):
         truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
         info = self._info(invalid=invalid)
+        if rejected is not None:
+            info["action_rejected"] = rejected
         if empty:
             info["empty_menu"] = True
         return self._obs, reward, terminated, truncated, info
@@ -368,20 +378,21 @@ class TextWorldEnv(gym.Env[str, Any]):
             return None
         return self._menu.actions[index]
 
-    def _command_from_text(self, action: Any) -> tuple[str, bool, bool]:
-        if isinstance(action, bytes):
-            try:
-                action = action.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
-        if not isinstance(action, str):
-            raise InvalidAction(f"action_mode='text' takes a command string, got "
-                                f"{type(action).__name__}; use action_mode='menu' for indices")
-        command = normalize_command(action)
-        if (not command or len(command.encode()) > MAX_COMMAND_CHARS
-                or command.split()[0] in META_COMMANDS or command[0] == "\\"):
-            return command, False, True
-        return command, True, self._index_of(command) < 0
+    def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
+        """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
+        refused before the game sees it (bad characters, too long), else None."""
+        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command")
+        if not checked.ok:
+            return "", False, True, checked.problem
+        command = normalize_command(checked.text)
+        if not command:
+            return command, False, True, "empty command"
+        if len(command.encode()) > MAX_COMMAND_CHARS:
+            return command, False, True, (f"{len(command.encode())} bytes; the game reads "
+                                          f"at most {MAX_COMMAND_CHARS}")
+        if command.split()[0] in META_COMMANDS or command[0] == "\\":
+            return command, False, True, "interpreter meta-command"
+        return command, True, self._index_of(command) < 0, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state = self._state
