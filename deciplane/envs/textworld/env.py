@@ -45,6 +45,13 @@ _BANNER_CHARS = frozenset(" _|\\/$<>")
 _ASCII_OBS = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0b\x0c"  # the ASCII part of OBS_CHARSET
 _NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
 _SPACES = re.compile(r"\s+")
+# What the interpreter (jericho's frotz) or the compiled story prints when the story file
+# fails at run time: frotz's own halt, Inform 6's veneer and Inform 7's run-time problems.
+# A game in that state still gets menus from TextWorld's own state tracking, so without
+# this check it would be "played" to truncation with zero reward.
+_RUNTIME_ERROR = re.compile(r"Emulator halted due to runtime error|\[\*\* Programming error"
+                            r"|\*\*\* Run-time problem")
+_PROBE_COMMAND = "look"
 _GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
 
 
@@ -221,6 +228,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._arranger.start_episode(self._menu_seed)
         self._env = self._load(self.suite.paths[index])
         state = self._env.reset()
+        self._check_runtime(state.feedback, "on reset")
         self._task = clean_observation(str(state["objective"] or "").strip())
         self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
         obs = state.feedback
@@ -249,6 +257,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         reward = 0.0
         if send:
             state, _, _ = self._env.step(command)
+            self._check_runtime(state.feedback, f"after the command {command!r}")
             score = int(state["score"] or 0)
             reward = float(score - self._score)
             self._score = score
@@ -328,11 +337,28 @@ class TextWorldEnv(gym.Env[str, Any]):
             raise GameError(f"TextWorld could not load {str(path)!r} ({type(e).__name__}: "
                             f"{e}); regenerate the game with tw-make or remove it from "
                             "games=[...]") from e
+        try:  # a story that fails in the emulator is never played (see _RUNTIME_ERROR)
+            for feedback in (env.reset().feedback, env.step(_PROBE_COMMAND)[0].feedback):
+                _raise_on_runtime_error(path, feedback, "when loaded")
+        except GameError:
+            env.close()
+            raise
         self._games[path] = env
         if len(self._games) > _GAME_CACHE_SIZE:
             _, old = self._games.popitem(last=False)
             old.close()
         return env
+
+    def _check_runtime(self, feedback: str, when: str) -> None:
+        try:
+            _raise_on_runtime_error(self.suite.paths[self._game_index], feedback, when)
+        except GameError:
+            self._done = True
+            env = self._games.pop(self.suite.paths[self._game_index], None)
+            if env is not None:
+                env.close()
+            self._env = None
+            raise
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
@@ -430,6 +456,26 @@ class TextWorldEnv(gym.Env[str, Any]):
 
 
 # ---- small pure helpers -------------------------------------------------------------------
+
+
+def runtime_error_in(feedback: str | None) -> str | None:
+    """The interpreter/story run-time error message in ``feedback``, or None."""
+    m = _RUNTIME_ERROR.search(feedback or "")
+    if m is None:
+        return None
+    end = (feedback or "").find("\n", m.end())
+    return (feedback or "")[m.start(): end if end >= 0 else m.end() + 120].strip()[:200]
+
+
+def _raise_on_runtime_error(path: Path, feedback: str | None, when: str) -> None:
+    problem = runtime_error_in(feedback)
+    if problem is not None:
+        raise GameError(
+            f"the game {str(path)!r} failed in the emulator {when} ({problem!r}): the story "
+            "file is corrupt or not a working Z-machine game. Regenerate it (a preset: delete "
+            "the file and its manifest folder, it is generated again; your own game: rebuild "
+            "it with tw-make) or re-download it; it is not played, since every step would "
+            "score 0 and look like a weak agent")
 
 
 def strip_banner(text: str) -> str:
