@@ -24,8 +24,8 @@ from deciplane.errors import InvalidAction
 #: Characters a text action may never contain: C0 controls except tab, newline and
 #: carriage return, DEL, C1 controls, and lone UTF-16 surrogates (not encodable as UTF-8).
 _BAD_CHARS = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
-#: Python programs may also hold form feeds (legal whitespace in Python source).
-_BAD_CHARS_PROGRAM = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+#: Programs may also hold vertical tabs and form feeds (``string.printable``'s whitespace).
+_BAD_CHARS_PROGRAM = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class TextCheck(NamedTuple):
@@ -47,10 +47,10 @@ def check_text_action(action: Any, max_chars: int, *, what: str = "text action",
     * ``action`` must be ``str`` (``bytes`` are decoded as UTF-8; bytes that are not
       UTF-8, or any other type, raise :class:`~deciplane.errors.InvalidAction`).
     * Its content is refused (``problem`` set, text not to be sent) when it holds a NUL
-      or another control character (C0 except tab, newline and carriage return; DEL; C1;
-      with ``program=True`` form feed is also allowed), a lone surrogate (``\\udc80`` from
-      ``errors="surrogateescape"``), more than ``max_chars`` characters, or more than
-      ``max_bytes`` UTF-8 bytes.
+      or another control character (C0 except tab, newline and carriage return -- with
+      ``program=True`` also vertical tab and form feed; DEL; C1), a lone surrogate
+      (``\\udc80`` from ``errors="surrogateescape"``), more than ``max_chars``
+      characters, or more than ``max_bytes`` UTF-8 bytes.
 
     Pure and cheap: one regular-expression scan of the string (the length is checked
     first, so a huge string costs nothing).

@@ -34,7 +34,8 @@ KINDS = {
     "bad_bytes": "error",   # bytes that are not UTF-8: a typed error
     "wrong_type": "error",  # int, None, float, list: a typed error (InvalidAction)
 }
-_CONTROLS = [chr(c) for c in [*range(0, 9), 0x0B, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]]
+# refused everywhere (vertical tab and form feed are legal in programs)
+_CONTROLS = [chr(c) for c in [*range(0, 9), *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]]
 
 
 def _printable_unicode(rng: random.Random, n: int) -> str:

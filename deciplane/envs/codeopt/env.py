@@ -45,7 +45,7 @@ class CodeOptEnv(gym.Env[str, str]):
         ``spaces.Text``: the full source of a Python 3 program (any ``str``). Judged
         ``invalid_program`` without running (reward 0.0, ``info["action_rejected"]`` says
         why): an empty program, one over 100,000 characters, a control character other
-        than tab, newline, carriage return and form feed (a NUL...), a lone surrogate.
+        than the whitespace of ``string.printable`` (a NUL...), a lone surrogate.
         A non-``str`` action raises :class:`deciplane.errors.InvalidAction`.
 
     Reward
