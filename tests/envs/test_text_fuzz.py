@@ -19,10 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gymnasium import spaces
-
 import deciplane.envs as envs
-from deciplane.errors import BackendUnavailable, DeciplaneError
 from tests.envs.text_fuzz_cases import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,22 +37,8 @@ CASE_LIMIT_S = 20.0      # one step; generous for a loaded 2-core machine
 RUN_LIMIT_S = 240.0      # the whole subprocess, construction included
 
 
-def _build(env_id: str):
-    try:
-        return envs.make(env_id, disable_env_checker=True, **KWARGS.get(env_id, {}))
-    except BackendUnavailable as exc:
-        pytest.skip(f"{env_id}: no sandbox backend here: {exc}")
-    except DeciplaneError as exc:  # e.g. a plug-in whose data is not installed here
-        pytest.skip(f"{env_id} cannot be built here ({type(exc).__name__}: {exc})")
-
-
 @pytest.mark.parametrize("env_id", envs.registered_ids())
 def test_text_actions_never_crash_or_hang(env_id):
-    env = _build(env_id)
-    is_text = isinstance(env.action_space, spaces.Text)
-    env.close()
-    if not is_text:
-        pytest.skip(f"{env_id}: action space {env.action_space} is not text")
     n = N_CASES.get(env_id, DEFAULT_CASES)
     cmd = [sys.executable, "-m", "tests.envs.text_fuzz_cases", env_id,
            json.dumps(KWARGS.get(env_id, {})), str(n), "11"]
@@ -64,17 +47,20 @@ def test_text_actions_never_crash_or_hang(env_id):
     try:
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=environ,
                              timeout=RUN_LIMIT_S)
-        stdout, rc = out.stdout, out.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        rc = "timeout"
+        stdout, stderr, rc = out.stdout, out.stderr, out.returncode
+    except subprocess.TimeoutExpired as exc:  # a hang: report the case it hung on
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        stdout, stderr, rc = text(exc.stdout), text(exc.stderr), f"timeout {RUN_LIMIT_S}s"
     lines = stdout.splitlines()
+    if rc == 0 and lines and lines[0].startswith("skip "):
+        pytest.skip(lines[0][5:])
     started = [ln for ln in lines if ln.startswith("start ")]
     results = [json.loads(ln) for ln in lines if ln.startswith("{")]
     if rc != 0 or not lines or lines[-1] != "done":
         last = started[-1] if started else "construction"
-        pytest.fail(f"{env_id}: the runner died (rc={rc}) during case {last!r}; "
-                    f"stderr tail: {getattr(out, 'stderr', '')[-800:] if rc != 'timeout' else ''}")
+        pytest.fail(f"{env_id}: the runner died (rc={rc}, -11 = segfault) during "
+                    f"{last!r}; stderr tail: {stderr[-800:]}")
     assert len(results) == n
     problems = []
     for r in results:

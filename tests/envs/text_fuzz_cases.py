@@ -1,7 +1,9 @@
 """Fuzz cases for text actions, and the subprocess runner of tests/envs/test_text_fuzz.py.
 
 Run as ``python -m tests.envs.text_fuzz_cases ENV_ID KWARGS_JSON N SEED``: builds the
-environment once, then for each of N cases resets it and steps with the case. Before each
+environment once (or prints ``skip <reason>``: it cannot be built here with a typed error,
+or its action space is not text), then for each of N cases resets it and steps with the
+case. Before each
 case it prints ``start <i> <kind>``; after it, one JSON line with the outcome (a typed
 error, or the reward and the flags). A crash of the interpreter (a segfault in an engine)
 or a hang therefore shows as the last ``start`` line without its result.
@@ -97,10 +99,20 @@ def cases(n: int, seed: int) -> list[tuple[str, Any]]:
 
 
 def main(env_id: str, kwargs_json: str, n: int, seed: int) -> None:
+    from gymnasium import spaces
+
     import deciplane.envs as envs
     from deciplane.errors import DeciplaneError
 
-    env = envs.make(env_id, disable_env_checker=True, **json.loads(kwargs_json))
+    try:
+        env = envs.make(env_id, disable_env_checker=True, **json.loads(kwargs_json))
+    except DeciplaneError as exc:  # no sandbox backend, data not installed...
+        print(f"skip {env_id} cannot be built here ({type(exc).__name__}: {exc})", flush=True)
+        return
+    if not isinstance(env.action_space, spaces.Text):
+        print(f"skip {env_id}: action space {env.action_space} is not text", flush=True)
+        env.close()
+        return
     for i, (kind, action) in enumerate(cases(n, seed)):
         print(f"start {i} {kind}", flush=True)
         env.reset(seed=i)
