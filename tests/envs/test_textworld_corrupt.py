@@ -49,6 +49,8 @@ def test_checksummed_corrupt_game_raises_game_error(game, tmp_path, start_frac, 
     msg = str(err.value)
     assert str(bad) in msg and "Emulator halted due to runtime error" in msg
     assert "Regenerate" in msg and "re-download" in msg
+    with pytest.raises(GameError, match="call reset"):  # never played on
+        env.step("look")
     env.close()
 
 

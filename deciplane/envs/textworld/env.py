@@ -223,6 +223,7 @@ class TextWorldEnv(gym.Env[str, Any]):
                 self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
             index = int(self._order[self._pos])
             self._pos += 1
+        self._done = True  # until this reset succeeds: a failed load leaves nothing to step
         self._game_index = index
         self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
         self._arranger.start_episode(self._menu_seed)
