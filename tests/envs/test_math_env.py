@@ -133,3 +133,12 @@ def test_vector_envs(vector):
         assert list(reward) == [1.0, 0.0] and all(terminated)
     finally:
         venv.close()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])
+def test_bad_verify_timeout_is_a_config_error_at_construction(timeout):
+    from deciplane.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="timeout_s must be a finite number"):
+        gym.make("deciplane/Math-v0", benchmark="arith", split="test", limit=2,
+                 verify_timeout_s=timeout)

@@ -10,7 +10,7 @@ from gymnasium.error import ResetNeeded
 
 from deciplane.envs.math.answers import answer_for_grading
 from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
-from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, verify_math
+from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_options, verify_math
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.errors import InvalidAction, InvalidAnswer
 
@@ -71,6 +71,7 @@ class MathEnv(gym.Env[str, str]):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.benchmark, self.split = benchmark, split
+        check_options(verify_timeout_s, {})  # ConfigError now, not at the first step
         self.verify_timeout_s = float(verify_timeout_s)
         self.render_mode = render_mode
         self._items: list[LabeledItem]
