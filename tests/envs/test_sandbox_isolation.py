@@ -4,7 +4,8 @@ state of its loopback interface, against what the Sandbox documents (``Sandbox.l
 Host paths looked for: the caller's working directory, the project checkout, the run's
 host-side scratch root, the caller's home, deciplane's home and the caller's Python
 prefix (a venv). Every process visible inside (``/proc/*``) is checked, environment and
-command line, with and without per-run cgroups (the two ways a run is started).
+command line, with and without per-run cgroups (the two ways a run is started), and the
+program's mount table.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ try:
 except OSError as e:
     state["self_connect"] = False
     state["error"] = str(e)
-print(json.dumps({"procs": procs, "lo": state, "cwd": os.getcwd()}))
+print(json.dumps({"procs": procs, "lo": state, "cwd": os.getcwd(),
+                  "mountinfo": open("/proc/self/mountinfo").read()}))
 """
 
 
@@ -86,6 +88,9 @@ def test_no_host_path_in_any_proc_environ_or_cmdline(backend, cgroups, monkeypat
              for needle in needles if needle in text]
     assert not leaks, (leaks, obs["procs"])
     assert obs["cwd"] == "/sandbox"
+    # mount sources appear relative to their filesystem (the scratch dir shows as
+    # /<scratch-root-name>/run-...; documented): never as a full host path
+    assert not [n for n in needles if n in obs["mountinfo"]], obs["mountinfo"]
 
 
 @pytest.mark.parametrize("backend", backend_params())
