@@ -133,6 +133,11 @@ def prlimit_argv(limits: dict[str, int]) -> list[str]:
     return [exe, *args, "--"]
 
 
+#: Bump when how a run is started changes (its pid 1, environment, namespaces): that
+#: shifts a program's start-up instruction count, so caches of counts key on it.
+#: 2: bwrap as root in a network namespace made by ``unshare --net``; no PWD inherited.
+LAUNCH_VERSION = 2
+
 # ---------------------------------------------------------------- environment and paths
 
 BASE_ENV = {
