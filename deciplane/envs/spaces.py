@@ -41,7 +41,8 @@ class TextCheck(NamedTuple):
 
 
 def check_text_action(action: Any, max_chars: int, *, what: str = "text action",
-                      program: bool = False, max_bytes: int | None = None) -> TextCheck:
+                      program: bool = False, max_bytes: int | None = None,
+                      type_error: str | None = None) -> TextCheck:
     """Check a text action before it reaches an engine.
 
     * ``action`` must be ``str`` (``bytes`` are decoded as UTF-8; bytes that are not
@@ -62,7 +63,8 @@ def check_text_action(action: Any, max_chars: int, *, what: str = "text action",
             raise InvalidAction(f"the {what} is bytes that are not valid UTF-8 ({exc.reason} "
                                 f"at byte {exc.start}); send text (str)") from None
     if not isinstance(action, str):
-        raise InvalidAction(f"the {what} must be text (str), got {type(action).__name__}")
+        raise InvalidAction(type_error.format(type=type(action).__name__) if type_error else
+                            f"the {what} must be text (str), got {type(action).__name__}")
     if len(action) > max_chars:
         return TextCheck(action, f"{len(action)} characters; the limit is {max_chars}")
     bad = (_BAD_CHARS_PROGRAM if program else _BAD_CHARS).search(action)

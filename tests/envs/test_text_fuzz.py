@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: cheap construction kwargs per id (default: none) and cases per id (default: 40)
 KWARGS: dict[str, dict] = {
     "deciplane/TextWorld-v0": {"action_mode": "text"},
+    "deciplane/TextWorldExpress-v0": {"action_mode": "text"},
     "deciplane/Math-v0": {"benchmark": "arith", "split": "test", "limit": 5,
                           "verify_timeout_s": 5.0},
     "deciplane/CodeOpt-v0": {"task_id": "fib", "timer": "cpu", "repeats": 1},

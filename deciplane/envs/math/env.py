@@ -124,7 +124,8 @@ class MathEnv(gym.Env[str, str]):
             extracted = answer_for_grading(text)
             correct = bool(extracted) and verify_math(extracted, self._current.gold,
                                                       timeout_s=self.verify_timeout_s)
-        info.update(correct=correct, extracted=extracted, empty_answer=checked.ok and not text.strip(),
+        info.update(correct=correct, extracted=extracted,
+                    empty_answer=checked.ok and not text.strip(),
                     no_answer=extracted is None, invalid_action=not checked.ok)
         obs = self._current.prompt
         self._last = f"{obs}\n> {text}\n{'correct' if correct else 'wrong'}"

@@ -36,6 +36,8 @@ OBS_CHARSET = frozenset(
 MAX_OBS_CHARS = 65_536
 MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
 MAX_RAW_COMMAND_CHARS = 4096  # before whitespace is collapsed; longer is refused unread
+_TEXT_TYPE_ERROR = ("action_mode='text' takes a command string, got {type}; use "
+                    "action_mode='menu' for indices")
 COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
@@ -408,7 +410,8 @@ class TextWorldEnv(gym.Env[str, Any]):
     def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
         """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
         refused before the game sees it (bad characters, too long), else None."""
-        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command")
+        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
+                                    type_error=_TEXT_TYPE_ERROR)
         if not checked.ok:
             return "", False, True, checked.problem
         command = normalize_command(checked.text)
