@@ -96,7 +96,7 @@ def describe() -> dict[str, Any]:
     """What ``summary.json`` records about the process group."""
     if not active():
         return {"world_size": 1}
-    return {"world_size": world_size(), "backend": str(dist.get_backend())}
+    return {"world_size": world_size(), "rank": rank(), "backend": str(dist.get_backend())}
 
 
 # ---------------------------------------------------------------------------------------

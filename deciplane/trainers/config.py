@@ -52,6 +52,8 @@ class ModelConfig:
     """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass."""
     threads: int = 2
     """torch.set_num_threads for the run."""
+    device: str = "cpu"
+    """Where the model trains: `cpu`, `cuda` or `auto`; under `accelerate launch` / `torchrun` `cuda` is each process's own GPU (`cuda:LOCAL_RANK`)."""
 
 
 @dataclass
