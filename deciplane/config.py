@@ -106,8 +106,8 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
 def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Renamed options of 0.1 keep working for one release, with a ``DeprecationWarning``.
 
-    A dataclass lists ``CONFIG_ALIASES = {old key: new key}`` (keys of the same section)
-    and ``VALUE_ALIASES = {key: {old value: new value}}``. Giving both the old and the new
+    A dataclass lists ``CONFIG_ALIASES = {old key: new key}`` (the new key may be dotted,
+    ``"rlid.eps_low"``, when the option moved into an embedded section) and ``VALUE_ALIASES = {key: {old value: new value}}``. Giving both the old and the new
     key is an error (which one would win is not obvious)."""
     keys: dict[str, str] = getattr(cls, "CONFIG_ALIASES", {}) or {}
     values: dict[str, dict[Any, Any]] = getattr(cls, "VALUE_ALIASES", {}) or {}
@@ -117,13 +117,19 @@ def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str,
     for old, new in keys.items():
         if old not in out:
             continue
-        if new in out:
+        section, _, leaf = new.rpartition(".")   # "rlid.eps_low": into a nested section
+        target = out
+        if section:
+            inner = out.get(section)
+            target = dict(inner) if isinstance(inner, dict) else {}
+            out[section] = target
+        if leaf in target:
             raise ConfigError(f"{prefix}{old} is the old name of {prefix}{new}; give only "
                               f"{prefix}{new}")
         warnings.warn(f"config option {prefix}{old} is {prefix}{new} since deciplane 0.2 "
                       "(the old name goes away in the next release)", DeprecationWarning,
                       stacklevel=3)
-        out[new] = out.pop(old)
+        target[leaf] = out.pop(old)
     for key, mapping in values.items():
         v = out.get(key)
         if isinstance(v, str) and v in mapping:

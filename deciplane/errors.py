@@ -42,8 +42,9 @@ class InvalidAction(DeciplaneError, ValueError):
     """An action outside the action space (e.g. an index >= max_menu)."""
 
 
-class InvalidAnswer(DeciplaneError, ValueError):
-    """An answer that cannot be scored (e.g. not text, not UTF-8)."""
+class InvalidAnswer(InvalidAction):
+    """An answer that cannot be scored (e.g. not text, not UTF-8). An
+    :class:`InvalidAction`: a math environment's action is its answer."""
 
 
 class MenuTooLarge(DeciplaneError, ValueError):

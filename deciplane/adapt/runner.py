@@ -125,7 +125,6 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
     seed_everything(seed)
     run_dir = Path(run_dir) if run_dir else Path("runs") / \
         f"adapt-{method}-{benchmark}-{split}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir.mkdir(parents=True, exist_ok=True)
     report = progress or (lambda *a: None)
 
     tasks, scorer = load_benchmark(benchmark, split, limit=limit)
@@ -133,6 +132,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0, device=device)
         adapter = ADAPTERS[method](policy, config,
                                    progress=lambda s, n, m: report("adapt", s, n, m))
+        run_dir.mkdir(parents=True, exist_ok=True)  # only once the inputs are known good
         n = len(tasks)
         planned = adapter.planned_samples(n)
         votes_eq = max(1, math.ceil(planned / n))

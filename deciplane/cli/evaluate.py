@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deciplane.agents.labels import DEFAULT_LABELS
-from deciplane.errors import DeciplaneError
+from deciplane.errors import ConfigError, DeciplaneError
 
 console = Console()
 
@@ -99,6 +99,13 @@ def status_line(steps: int, info: dict[str, Any]) -> str:
 def _env_kwargs(split: Optional[str], games: Optional[str], options: list[str] | None,
                 ) -> dict[str, Any]:
     kwargs = parse_options(options)
+    steps = kwargs.get("max_episode_steps")
+    if "max_episode_steps" in kwargs and steps is not None and (
+            isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        # checked here, before any game or model loads (gym.make would check it only
+        # after building the environment)
+        raise ConfigError(f"-e max_episode_steps={steps!r}: must be a whole number >= 1 "
+                          "(e.g. -e max_episode_steps=50)")
     if split is not None:
         kwargs.setdefault("split", split)
     if games is not None:
@@ -229,8 +236,8 @@ def evaluate_cmd(
 
         torch.set_num_threads(threads)
     with _friendly_errors():
+        kwargs = _env_kwargs(None, games, env_option)  # bad options fail before any load
         the_agent = make_agent(agent or "expert", seed=seed, **opts)
-        kwargs = _env_kwargs(None, games, env_option)
         report = evaluate_agent(env or "deciplane/TextWorld-v0", the_agent, split=split,
                                 episodes=episodes, num_envs=num_envs, seed=seed,
                                 env_kwargs=kwargs, progress=progress)

@@ -38,6 +38,8 @@ def train_cmd(
     except DeciplaneError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(2) from None
+    if summary.get("data_parallel", {}).get("rank", 0):
+        return                                  # data-parallel: rank 0 prints
     test = summary.get("eval", {}).get("test", {})
     before = summary.get("before", {}).get("test", {})
     key = "success_rate" if "success_rate" in test else "accuracy"

@@ -11,6 +11,8 @@
   per-group clipping, skip-step), :func:`optimizer_step` / :func:`accumulate`
   (micro-batches under the :class:`Normaliser` each objective declares once, the CORD
   gradient buffers over the whole optimizer batch);
+* :mod:`~deciplane.engine.distributed` — data-parallel steps under ``accelerate launch`` /
+  ``torchrun``: each rank its slice of the optimizer batch, gradients summed over ranks;
 * :mod:`~deciplane.engine.grpo` — :class:`GRPOConfig` + :class:`GRPOUpdate`, the
   GRPO-family step on groups of single-turn samples (Math-v0 GRPO, TTRL);
 * :mod:`~deciplane.engine.episodes` — the one episode loop over ``gymnasium.vector``

@@ -30,6 +30,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import torch
 
+from deciplane.engine import distributed
 from deciplane.engine.budget import Budget, phase
 from deciplane.errors import ConfigError
 from deciplane.objectives.cord import CordGradBuffers, cord_combine, cord_stats
@@ -48,12 +49,19 @@ class Optimizer:
     ``max_grad_norm`` clips each group's gradient norm (0 = no clipping). Steps taken and
     skipped are counted in ``steps`` / ``skipped`` and in ``budget`` when given. ``opt`` is
     the underlying ``torch.optim.AdamW`` (its ``state_dict`` is what checkpoints hold).
+
+    ``data_parallel``: sum the gradients over the ranks of the ``torch.distributed``
+    process group in :func:`accumulate`, each rank taking its slice of the optimizer
+    batch (:mod:`deciplane.engine.distributed`); ``None`` (default) = whenever a group of
+    more than one process is initialised. The parameters are then broadcast from rank 0
+    here, so that every rank starts from the same weights.
     """
 
     def __init__(self, groups: Sequence[torch.nn.Parameter] | Sequence[dict[str, Any]], *,
                  lr: float, weight_decay: float = 0.0,
                  betas: Sequence[float] = (0.9, 0.999), max_grad_norm: float = 1.0,
-                 budget: Budget | None = None, names: Sequence[str] | None = None) -> None:
+                 budget: Budget | None = None, names: Sequence[str] | None = None,
+                 data_parallel: bool | None = None) -> None:
         groups = list(groups)
         if groups and not isinstance(groups[0], dict):
             groups = [{"params": [p for p in groups if p.requires_grad]}]
@@ -75,6 +83,13 @@ class Optimizer:
         self.budget = budget
         self.steps = 0
         self.skipped = 0
+        self.data_parallel = (distributed.active() if data_parallel is None
+                              else bool(data_parallel))
+        if self.data_parallel:
+            if not distributed.active():
+                raise ConfigError("data_parallel=True needs an initialised torch.distributed "
+                                  "process group; start with `accelerate launch` or `torchrun`")
+            distributed.broadcast_parameters(self.params)
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -218,13 +233,21 @@ def accumulate(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
     """Steps 2-4 of the module docstring: gradients of the optimizer batch ``rows`` in the
     parameters' ``.grad``. Metrics are weighted by the micro-batch's share of the task's
     units (``metric_share="task"``) or of the rows (``"rows"``); ``loss/distill`` is the
-    batch's normalised distillation loss."""
+    batch's normalised distillation loss.
+
+    Data-parallel (``optimizer.data_parallel``): this rank forwards only its slice of
+    ``rows`` (:func:`deciplane.engine.distributed.shard`), still scaled by its share of
+    the whole batch; the gradients (or, with CORD, both buffers before the projection)
+    and the metric sums are then summed over the ranks, which gives every rank the
+    single-process result of the whole batch."""
     rows = list(rows)
+    dp = getattr(optimizer, "data_parallel", False)
+    local = distributed.shard(rows) if dp else rows
     budget = optimizer.budget
     sums: dict[str, float] = {}
     bufs = CordGradBuffers(optimizer.params) if cord is not None else None
-    for start in range(0, len(rows), micro_batch_size):
-        micro = rows[start:start + micro_batch_size]
+    for start in range(0, len(local), micro_batch_size):
+        micro = local[start:start + micro_batch_size]
         out = loss_fn(micro)
         loss = task.scale(out.task, micro, rows)
         if metric_share == "task":
@@ -252,6 +275,14 @@ def accumulate(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
         if budget is not None:
             budget.backward_tokens += out.tokens
             budget.backward_passes += 1
+    if dp:
+        sums = distributed.sum_metrics(sums)
+        used = distributed.sum_int(bufs.micro_batches if bufs is not None else 0)
+        if used:                      # CORD: full-batch buffers before the projection
+            distributed.all_reduce_sum_(bufs.task, bufs.teacher)
+            bufs.micro_batches = used
+        else:
+            distributed.all_reduce_grads(optimizer.params)
     if bufs is not None and bufs.micro_batches:
         g, stats = combine_gradients(bufs.task, bufs.teacher, cord)
         sums.update(stats)

@@ -167,17 +167,16 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
 def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
     """The greedy evaluation agent the run trained (menu agent for ``rlid_ppo``, free-text
     agent for ``text_ppo``) with the run's prompt settings, behind ``act_batch``."""
-    from deciplane.agents import MenuAgent, TextAgent
     from deciplane.agents.evaluation import MenuEvalAgent, TextEvalAgent
+    from deciplane.trainers import rlid_ppo, text_ppo
 
     c = trained.config
     if c.algorithm == "rlid_ppo":
-        agent = MenuAgent(trained.policy, greedy=True, history=c.history)
-        return MenuEvalAgent(agent, seed=seed, name=f"menu[{c.model.name}]")
+        return MenuEvalAgent(rlid_ppo.greedy_agent(c, trained.policy), seed=seed,
+                             name=f"menu[{c.model.name}]")
     if c.algorithm == "text_ppo":
-        agent = TextAgent(trained.policy, style=c.style, max_new_tokens=c.max_new_tokens,
-                          greedy=True, history=c.history)
-        return TextEvalAgent(agent, seed=seed, name=f"text-{c.style}[{c.model.name}]")
+        return TextEvalAgent(text_ppo.greedy_agent(c, trained.policy), seed=seed,
+                             name=f"text-{c.style}[{c.model.name}]")
     raise ConfigError(f"run {trained.run_dir} trained {c.algorithm!r}, not an environment "
                       f"agent ({', '.join(ENV_ALGORITHMS)}); score it with --benchmark NAME")
 
@@ -265,11 +264,8 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
     """Score a single-turn run's checkpoint on ``benchmark`` (default: the one it trained
     on): greedy answers with the run's prompt and ``eval_max_new_tokens``, the first
     ``limit`` tasks of ``split`` (default all), gold only in the held-out scorer."""
-    import torch
-
     from deciplane.envs import load_benchmark
-    from deciplane.trainers.math_grpo import SYSTEM_PROMPT
-    from deciplane.engine.generation import generate_texts
+    from deciplane.trainers.math_grpo import greedy_answers
 
     config = read_run_config(run_dir) if trained is None else trained.config
     if config.algorithm not in BENCHMARK_ALGORITHMS:
@@ -285,11 +281,8 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
     try:
         if trained is None:
             trained = load_trained_policy(run_dir, checkpoint, threads=threads)
-        policy = trained.policy
-        prompts = [policy.format_prompt(t.prompt, SYSTEM_PROMPT) for t in tasks]
-        with torch.no_grad():
-            texts = generate_texts(policy, prompts, max_new_tokens=config.eval_max_new_tokens,
-                                   greedy=True, prompts_per_batch=32)
+        texts = greedy_answers(trained.policy, [t.prompt for t in tasks],
+                               config.eval_max_new_tokens)
         answers = {t.id: a for t, a in zip(tasks, texts)}
         report = scorer.score(answers)
     finally:

@@ -10,6 +10,11 @@ Exact resume also needs the rollouts to be a function of ``(seed, iteration)`` a
 model/optimizer state only — the trainer reseeds every source of randomness at the start
 of each iteration (:func:`iteration_seed`), so the saved RNG states are a second line of
 defence rather than the only one.
+
+Data-parallel runs (``accelerate launch``, :mod:`deciplane.engine.distributed`): every
+rank holds the same state, so rank 0 alone writes the checkpoint and the others wait for
+it (a barrier) before going on; on resume every rank loads the same folder (the run
+directory must be on a file system all ranks see).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deciplane.engine import distributed
 from deciplane.errors import CheckpointError
 
 CKPT_DIR = "checkpoints"
@@ -93,8 +99,23 @@ def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
     """Write ``checkpoints/iter_<n>/`` atomically and delete all but the last ``keep_last``.
 
     ``modules`` are trainable modules outside the model (e.g. a value head), saved by name
-    with their full ``state_dict``.
+    with their full ``state_dict``. Under a process group only rank 0 writes; every rank
+    returns once the checkpoint is in place.
     """
+    if distributed.active():
+        path = Path(run_dir) / CKPT_DIR / f"{_PREFIX}{counters.iteration:06d}"
+        if distributed.is_main():
+            path = _write_checkpoint(run_dir, model, optimizer, counters, extra, keep_last,
+                                     modules)
+        distributed.barrier()
+        return path
+    return _write_checkpoint(run_dir, model, optimizer, counters, extra, keep_last, modules)
+
+
+def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
+                      optimizer: torch.optim.Optimizer | None, counters: Counters,
+                      extra: dict[str, Any] | None, keep_last: int,
+                      modules: dict[str, torch.nn.Module] | None) -> Path:
     root = Path(run_dir) / CKPT_DIR
     root.mkdir(parents=True, exist_ok=True)
     name = f"{_PREFIX}{counters.iteration:06d}"

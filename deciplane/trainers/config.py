@@ -26,6 +26,7 @@ from deciplane.config import (check_ranges, coerce, deep_merge, describe_config,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
 from deciplane.errors import ConfigError
+from deciplane.objectives.rlid import RLiDLossConfig
 from deciplane.objectives.tlm_dre import TLMDRELossConfig
 
 # ---------------------------------------------------------------------------------------
@@ -51,6 +52,8 @@ class ModelConfig:
     """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass."""
     threads: int = 2
     """torch.set_num_threads for the run."""
+    device: str = "cpu"
+    """Where the model trains: `cpu`, `cuda` or `auto`; under `accelerate launch` / `torchrun` `cuda` is each process's own GPU (`cuda:LOCAL_RANK`)."""
 
 
 @dataclass
@@ -247,18 +250,8 @@ class RLiDPPOConfig(TrainConfig):
     """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
     step_penalty: float = 0.0
     """Subtracted per decision from the trajectory reward (favours shorter wins)."""
-    clip_eps: float = 0.2
-    """PPO ratio clip epsilon (low side)."""
-    clip_eps_high: float | None = None
-    """DAPO clip-higher upper epsilon; null = symmetric."""
-    length_balanced: bool = True
-    """Weight decision i of episode e by mean length / L_e (plain mean, docs/methods.md §1)."""
-    bias_control: Literal["none", "menu_kl", "entropy"] = "menu_kl"
-    """Label/position-bias control: menu-marginal KL(U || pbar), a per-decision entropy bonus, or none."""
-    beta_menu: float = 0.01
-    """Coefficient of the menu-marginal KL(U || pbar) (bias_control=menu_kl)."""
-    entropy_coef: float = 0.01
-    """Per-decision entropy bonus coefficient (bias_control=entropy)."""
+    rlid: RLiDLossConfig = field(default_factory=RLiDLossConfig)
+    """The RLiD loss (docs/methods.md §1): eps_low / eps_high (PPO clip, null = symmetric), length_balance, bias_control (menu_kl | entropy | none), beta_menu, entropy_coef, min_group_size. 0.1's top-level clip_eps, clip_eps_high, length_balanced, bias_control, beta_menu, entropy_coef still load, with a warning."""
     temperature: float = 1.0
     """Sampling temperature of menu decisions during rollouts."""
     history: int = 2
@@ -269,6 +262,11 @@ class RLiDPPOConfig(TrainConfig):
     """RL + distillation with CORD."""
     bc: BCConfig = field(default_factory=BCConfig)
     """Behaviour-cloning warm start."""
+
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "clip_eps": "rlid.eps_low", "clip_eps_high": "rlid.eps_high",
+        "length_balanced": "rlid.length_balance", "bias_control": "rlid.bias_control",
+        "beta_menu": "rlid.beta_menu", "entropy_coef": "rlid.entropy_coef"}
 
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.env.group_size < 2:

@@ -27,6 +27,15 @@ from deciplane.trainers.config import MathGRPOConfig
 SYSTEM_PROMPT = "Solve the math problem. Give the final answer as a number."
 
 
+def greedy_answers(policy: Any, problems: list[str], max_new_tokens: int) -> list[str]:
+    """The held-out answers of a Math-v0 run: greedy generation on the run's prompt
+    (training-time evaluation and ``deciplane evaluate RUN_DIR --benchmark`` both use it)."""
+    prompts = [policy.format_prompt(p, SYSTEM_PROMPT) for p in problems]
+    with torch.no_grad():
+        return generate_texts(policy, prompts, max_new_tokens=max_new_tokens, greedy=True,
+                              prompts_per_batch=32)
+
+
 class MathGRPO(Algorithm):
     """Single-turn GRPO on Math-v0: sample groups, verify, one GRPO-family step."""
 
@@ -115,10 +124,7 @@ class MathGRPO(Algorithm):
         try:
             was = self.policy.model.training
             self.policy.model.eval()
-            with torch.no_grad():
-                texts = generate_texts(self.policy, [self.prompt(t.prompt) for t in tasks],
-                                       max_new_tokens=c.eval_max_new_tokens, greedy=True,
-                                       prompts_per_batch=32)
+            texts = greedy_answers(self.policy, [t.prompt for t in tasks], c.eval_max_new_tokens)
             self.policy.model.train(was)
             report = scorer.score({t.id: a for t, a in zip(tasks, texts)})
         finally:

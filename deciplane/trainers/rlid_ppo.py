@@ -45,6 +45,13 @@ def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
     return ADVANTAGE_ESTIMATORS[estimator](r, gids), gids
 
 
+def greedy_agent(config: RLiDPPOConfig, policy: Any) -> MenuAgent:
+    """The held-out evaluation agent of a menu run: greedy decisions with the run's prompt
+    settings (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it)."""
+    return MenuAgent(policy, greedy=True, history=config.history,
+                     dedup=config.frozen_trunk != "full_forward")
+
+
 def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
                       ) -> DecisionBatch:
     """Decisions in episode-major order; ``adv`` is one advantage per episode ``(E,)`` or
@@ -101,13 +108,10 @@ class MenuPPO(Algorithm):
             self.agent.update_logits = functools.partial(
                 menu_update_logits, policy.model, boundary=self.trunk_boundary,
                 pad_id=policy.tokenizer.pad_token_id, device=policy.device)
-        self.eval_agent = MenuAgent(policy, greedy=True, history=c.history,
-                                    dedup=c.frozen_trunk != "full_forward")
+        self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
-        self.rlid = RLiDLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
-                               length_balance=c.length_balanced, bias_control=c.bias_control,
-                               beta_menu=c.beta_menu, entropy_coef=c.entropy_coef)
+        self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
             self.critic = Critic(policy, detach_trunk=c.value_detach_trunk)
@@ -150,7 +154,7 @@ class MenuPPO(Algorithm):
             degenerate = not data.decisions
         else:
             adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
-            data = flatten_decisions(trajs, adv, c.length_balanced)
+            data = flatten_decisions(trajs, adv, c.rlid.length_balance)
             metrics["rollout/adv_abs"] = float(adv.abs().mean())
             degenerate = is_degenerate_batch(torch.as_tensor(rewards), gids)
         return RolloutBatch(n_units=len(data.decisions), data=data, env_steps=stats.env_steps,
@@ -167,7 +171,7 @@ class MenuPPO(Algorithm):
         v = flat_to_turns(values, [len(tr) for tr in trajs])                      # (B, T)
         adv, ret = gae_advantages(rewards, v, mask, c.gamma, c.gae_lambda,
                                   normalize=c.gae_normalize)                      # (B, T)
-        data = flatten_decisions(trajs, adv, c.length_balanced)
+        data = flatten_decisions(trajs, adv, c.rlid.length_balance)
         data.returns = ret[mask]                                                  # (N,)
         data.old_values = values.detach().float()                                 # (N,)
         m = {"rollout/adv_abs": float(data.advantages.abs().mean()) if decs else 0.0,
@@ -260,5 +264,5 @@ class MenuPPO(Algorithm):
         self.suite.close()
 
 
-__all__ = ["MenuPPO", "flatten_decisions", "group_advantages", "menu_ids",
+__all__ = ["MenuPPO", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]

@@ -4,7 +4,9 @@
 ``config.model`` says (LoRA or full fine-tuning), builds the algorithm named by
 ``config.algorithm`` from :data:`ALGORITHMS` and runs the
 :class:`~deciplane.trainers.trainer.Trainer`; ``resume=True`` continues the run
-directory's last checkpoint with the config saved there.
+directory's last checkpoint with the config saved there. Started by ``accelerate launch``
+or ``torchrun`` (``WORLD_SIZE > 1``), it trains data-parallel
+(:mod:`deciplane.engine.distributed`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from deciplane.engine import distributed
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm
@@ -34,7 +37,7 @@ def build_policy(config: TrainConfig) -> Any:
     m = config.model
     torch.set_num_threads(m.threads)
     seed_everything(config.seed)  # LoRA init is random: seed it
-    policy = load_policy(m.name)
+    policy = load_policy(m.name, device=distributed.local_device(m.device))
     if m.finetune == "lora":
         policy.add_lora(r=m.lora_rank, alpha=m.lora_alpha,
                         target_modules=lora_targets(policy, m.lora_targets, m.lora_last_layers))
@@ -122,6 +125,10 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
     if not resume:  # before the (slow) model and env set-up
         ensure_unused_run_dir(Path(run_dir))
     policy = build_policy(config)
+    # data-parallel under `accelerate launch` / `torchrun`: join the process group after
+    # the model is loaded (transformers saves files on rank 0 only once a group exists,
+    # and the first load of deciplane/tiny builds it into the cache)
+    distributed.init_from_env(distributed.local_device(config.model.device))
     algo = build_algorithm(config, policy)
     try:
         return Trainer(config, run_dir, algo, resume=resume).train()

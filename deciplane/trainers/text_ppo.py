@@ -30,6 +30,14 @@ from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
 from deciplane.types import Trajectory
 
 
+def greedy_agent(config: TextPPOConfig, policy: Any) -> TextAgent:
+    """The held-out evaluation agent of a free-text run: greedy generation with the run's
+    prompt style, token limit and history (training-time evaluation and ``deciplane
+    evaluate RUN_DIR`` both use it)."""
+    return TextAgent(policy, style=config.style, max_new_tokens=config.max_new_tokens,
+                     greedy=True, history=config.history)
+
+
 class TextPPO(Algorithm):
     """Free-text agent, trajectory-level units: every turn's response tokens are scored
     under their own prompt and concatenated with a token-to-turn id tensor."""
@@ -41,8 +49,7 @@ class TextPPO(Algorithm):
         c = config
         self.agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
                                temperature=c.temperature, history=c.history)
-        self.eval_agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
-                                    greedy=True, history=c.history)
+        self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
@@ -156,4 +163,4 @@ class TextPPO(Algorithm):
         self.suite.close()
 
 
-__all__ = ["TextPPO"]
+__all__ = ["TextPPO", "greedy_agent"]

@@ -17,7 +17,11 @@ its evaluation. Everything else is here and shared:
   buffers and combines them by CORD (``conflict`` | ``always`` projection, or the plain
   ``sum``) before the step;
 * metrics.jsonl + TensorBoard + progress bar, atomic checkpoints (keep last k),
-  before/after held-out evaluation and ``summary.json``.
+  before/after held-out evaluation and ``summary.json``;
+* data-parallel under ``accelerate launch`` / ``torchrun``
+  (:mod:`deciplane.engine.distributed`): every rank runs the same loop on the same batch,
+  the optimizer step splits the batch's rows over the ranks and sums the gradients; rank
+  0 alone logs and writes files, and the ranks agree on the wall-time stop.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deciplane.engine import distributed
 from deciplane.engine.optim import Optimizer, combine_gradients, optimizer_step
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.trainers import checkpoint as ckpt
@@ -71,9 +76,12 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Run (or resume) training; write ``summary.json`` and return it."""
         cfg = self.config
+        main = distributed.is_main()
         if not self.resume:
             ensure_unused_run_dir(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        distributed.barrier()   # every rank checked the run dir before rank 0 writes to it
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         start = 0
         if self.resume:
             last = ckpt.latest_checkpoint(self.run_dir)
@@ -81,9 +89,10 @@ class Trainer:
                 self.counters, self.extra = ckpt.load_checkpoint(last, self.policy.model,
                                                                  self.optimizer, self.modules)
                 start = self.counters.iteration
-        (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
+        if main:
+            (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
         logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
-                           progress=cfg.progress)
+                           progress=cfg.progress) if main else _QuietLogger()
         session_t0 = time.perf_counter()
         cpu_t0 = time.process_time()
         base_wall = self.counters.wall_time_s
@@ -94,7 +103,8 @@ class Trainer:
                 self._before(logger)
             for it in range(start, cfg.iterations):
                 elapsed = base_wall + time.perf_counter() - session_t0
-                if cfg.max_wall_time_s is not None and elapsed >= cfg.max_wall_time_s:
+                if distributed.agree(cfg.max_wall_time_s is not None
+                                     and elapsed >= cfg.max_wall_time_s):
                     status = f"stopped at the wall-time limit ({cfg.max_wall_time_s:.0f} s)"
                     logger.print(f"[yellow]{status} after {it} iterations[/yellow]")
                     break
@@ -116,7 +126,10 @@ class Trainer:
         self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
         self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
         summary = self._summary(final, status)
-        atomic_write_json(self.run_dir / "summary.json", summary)
+        summary["data_parallel"] = distributed.describe()
+        if main:
+            atomic_write_json(self.run_dir / "summary.json", summary)
+        distributed.barrier()
         return summary
 
     # ---- pieces --------------------------------------------------------------------------
@@ -244,6 +257,19 @@ class Trainer:
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         }
+
+
+class _QuietLogger:
+    """The logger of ranks other than 0 under data-parallel training: writes nothing."""
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        pass
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:

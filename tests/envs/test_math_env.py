@@ -73,8 +73,24 @@ def test_invalid_actions_raise_clear_errors(env):
     env.reset(seed=0)
     with pytest.raises(InvalidAnswer, match="must be text"):
         env.step(12)
-    with pytest.raises(InvalidAnswer, match="UTF-8"):
-        env.step("12\udcff")
+    with pytest.raises(InvalidAnswer, match="not valid UTF-8"):
+        env.step(b"12\xff")
+
+
+def test_bad_text_is_an_invalid_answer_never_verified(env):
+    """Content that cannot be graded is a defined invalid move (reward 0, flagged), not a
+    crash: a training run must survive a bad token."""
+    for bad, why in [("12\udcff", "lone surrogate U+DCFF at position 2"),
+                     ("1\x002", "control character U+0000 at position 1"),
+                     ("\x1b[31m12", "control character U+001B at position 0"),
+                     ("1" * 1_000_001, "1000001 characters; the limit is 1000000")]:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(bad)
+        assert (reward, terminated, info["invalid_action"]) == (0.0, True, True)
+        assert info["action_rejected"] == why and info["extracted"] is None
+    env.reset(seed=0)
+    *_, info = env.step("12\n\t")
+    assert info["invalid_action"] is False and "action_rejected" not in info
 
 
 def test_step_needs_reset():
@@ -117,3 +133,12 @@ def test_vector_envs(vector):
         assert list(reward) == [1.0, 0.0] and all(terminated)
     finally:
         venv.close()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])
+def test_bad_verify_timeout_is_a_config_error_at_construction(timeout):
+    from deciplane.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="timeout_s must be a finite number"):
+        gym.make("deciplane/Math-v0", benchmark="arith", split="test", limit=2,
+                 verify_timeout_s=timeout)

@@ -120,3 +120,43 @@ def test_old_loss_config_names_import_with_a_deprecation_warning():
                      ("TASCOConfig", "TASCOLossConfig"), ("ERPOConfig", "ERPOLossConfig")]:
         with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
             assert getattr(objectives, old) is getattr(objectives, new)
+
+
+def test_rlid_section_is_the_loss_config_and_old_top_level_keys_still_load():
+    from deciplane.objectives.rlid import RLiDLossConfig
+
+    cfg = load_config("configs/quickstart.yaml")
+    assert isinstance(cfg.rlid, RLiDLossConfig)
+    assert (cfg.rlid.eps_low, cfg.rlid.bias_control, cfg.rlid.beta_menu) == (0.2, "menu_kl", 0.01)
+    with pytest.warns(DeprecationWarning, match="clip_eps is rlid.eps_low"):
+        old = load_config(data={"algorithm": "rlid_ppo", "clip_eps": 0.3, "bias_control": "entropy",
+                                "rlid": {"entropy_coef": 0.05}},
+                          overrides=["beta_menu=0.02"])
+    assert (old.rlid.eps_low, old.rlid.bias_control, old.rlid.entropy_coef,
+            old.rlid.beta_menu) == (0.3, "entropy", 0.05, 0.02)
+    with pytest.raises(ConfigError, match="clip_eps is the old name of rlid.eps_low"):
+        load_config(data={"algorithm": "rlid_ppo", "clip_eps": 0.3, "rlid": {"eps_low": 0.2}})
+    with pytest.raises(ConfigError, match="bias_control"):
+        load_config(data={"algorithm": "rlid_ppo"}, overrides=["rlid.bias_control=calibration"])
+
+
+@pytest.mark.parametrize("name", ["v0_1_rlid_ppo_config.yaml", "v0_1_math_grpo_config.yaml"])
+def test_a_config_yaml_written_by_0_1_loads_to_the_same_options(name, tmp_path):
+    """Run directories of 0.1 hold config.yaml with the old keys (written by deciplane
+    0.1.0 at commit acd8d88); loaded now, they give the options a 0.2 config.yaml of the
+    same run gives, so `--resume` and `evaluate RUN_DIR` accept the old run (a 0.1 run
+    resumed by 0.2 was checked bit-identical to the uninterrupted 0.1 run)."""
+    from deciplane.config import dump_yaml, to_dict
+    from deciplane.utils import flatten_dict
+
+    old_file = Path(__file__).parent / "data" / name
+    with pytest.warns(DeprecationWarning):
+        old = load_config(old_file)
+    (tmp_path / "config.yaml").write_text(dump_yaml(old))
+    new = load_config(tmp_path / "config.yaml")          # the 0.2 spelling, no aliases
+    assert flatten_dict(to_dict(old)) == flatten_dict(to_dict(new))
+    raw = old_file.read_text()
+    if "clip_eps: 0.2\nclip_eps_high: null" in raw:
+        assert (new.rlid.eps_low, new.rlid.eps_high, new.rlid.bias_control) == (0.2, None, "menu_kl")
+    else:
+        assert (new.kl_coef, new.aggregation) == (0.0, "token_mean")

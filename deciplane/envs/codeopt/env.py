@@ -42,8 +42,10 @@ class CodeOptEnv(gym.Env[str, str]):
         test contents).
 
     Action
-        ``spaces.Text``: the full source of a Python 3 program (any ``str``; at most
-        100,000 characters count as a program, longer is judged ``invalid_program``).
+        ``spaces.Text``: the full source of a Python 3 program (any ``str``). Judged
+        ``invalid_program`` without running (reward 0.0, ``info["action_rejected"]`` says
+        why): an empty program, one over 100,000 characters, a control character other
+        than the whitespace of ``string.printable`` (a NUL...), a lone surrogate.
         A non-``str`` action raises :class:`deciplane.errors.InvalidAction`.
 
     Reward
@@ -154,6 +156,8 @@ class CodeOptEnv(gym.Env[str, str]):
         self._last = ev
         self._feedback.append(_feedback_line(self._attempts, ev))
         info = {**self._info(), **ev.info()}
+        if ev.verdict == "invalid_program":
+            info["action_rejected"] = ev.message
         obs = self._observation()
         terminated = self._attempts >= self.max_attempts
         if terminated:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from deciplane.envs.codeopt import reward as R
 from deciplane.envs.codeopt.tasks import CodeOptTask
 from deciplane.envs.codeopt.timers import HASH_SEED_ENV, Measurement, Timer
+from deciplane.envs.spaces import check_text_action
 from deciplane.errors import ConfigError
 
 RewardMode = Literal["log_speedup", "percentile"]
@@ -168,13 +169,10 @@ def evaluate(task: CodeOptTask, code: Any, sandbox: Any, timer: Timer,
         return Evaluation(verdict="invalid_program", reward=0.0, tests_passed=0,
                           message="the action must be the non-empty source of a Python program",
                           **base)
-    if len(code) > max_program_chars:
+    checked = check_text_action(code, max_program_chars, what="program", program=True)
+    if not checked.ok:  # control characters, lone surrogates, too long: never run
         return Evaluation(verdict="invalid_program", reward=0.0, tests_passed=0,
-                          message=f"program has {len(code)} characters; the limit is "
-                                  f"{max_program_chars}", **base)
-    if "\0" in code:
-        return Evaluation(verdict="invalid_program", reward=0.0, tests_passed=0,
-                          message="program source contains a NUL character", **base)
+                          message=f"program source refused: {checked.problem}", **base)
     verdict, passed, failed, msg = check_correctness(task, code, sandbox)
     if verdict != "accepted":
         return Evaluation(verdict=verdict, reward=0.0, tests_passed=passed, failed_test=failed,

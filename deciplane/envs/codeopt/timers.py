@@ -38,6 +38,7 @@ from typing import Any
 
 from deciplane.envs.codeopt import reward as R
 from deciplane.errors import BackendUnavailable, SandboxError
+from deciplane.envs.sandbox._common import LAUNCH_VERSION
 
 HASH_SEED_ENV = {"PYTHONHASHSEED": "0"}
 # callgrind without its profile file; children (fork/exec) are followed so they show up
@@ -352,7 +353,9 @@ class InstructionTimer(Timer):
                               # with or without a per-run cgroup the program starts under
                               # other rlimits and another pid 1, which shifts start-up
                               # counts by ~100 instructions: never mix the two in a cache
-                              f"cgroups={getattr(self.sandbox, '_cgroups', None)}")
+                              f"cgroups={getattr(self.sandbox, '_cgroups', None)}",
+                              # how runs are launched (pid 1, environment) shifts counts too
+                              f"launch={LAUNCH_VERSION}")
 
     def _cache_key(self, code: str, stdin: str) -> str:
         return _key(code, stdin, self._identity)

@@ -10,11 +10,12 @@ from gymnasium.error import ResetNeeded
 
 from deciplane.envs.math.answers import answer_for_grading
 from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
-from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_text, verify_math
-from deciplane.envs.spaces import ObservationText
-from deciplane.errors import InvalidAnswer
+from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_options, verify_math
+from deciplane.envs.spaces import ObservationText, check_text_action
+from deciplane.errors import InvalidAction, InvalidAnswer
 
-MAX_ANSWER_CHARS = 8192
+MAX_ANSWER_CHARS = 8192  # graded: the last 8,192 characters of a response
+MAX_RESPONSE_CHARS = 1_000_000  # longer is refused unread (an invalid answer)
 
 
 class MathEnv(gym.Env[str, str]):
@@ -35,12 +36,17 @@ class MathEnv(gym.Env[str, str]):
         as given, or a whole response, from which the answer is extracted by the allowed
         rules only (last ``\\boxed{}``, "the answer is ...", last number;
         ``deciplane.envs.math.answers.answer_for_grading``).
-        A non-``str`` action or text that is not valid UTF-8 raises
-        ``deciplane.errors.InvalidAnswer``.
+        A non-``str`` action (or ``bytes`` that are not UTF-8) raises
+        ``deciplane.errors.InvalidAnswer`` (an ``InvalidAction``). Text whose content
+        cannot be graded — a control character other than tab/newline/carriage return,
+        a lone surrogate, more than 1,000,000 characters — is an invalid answer: reward
+        0.0, ``info["invalid_action"]`` True and ``info["action_rejected"]`` saying why;
+        it never reaches the verifier. Of a longer valid response the last 8,192
+        characters are graded.
 
     Reward
         1.0 if the extracted answer is equivalent to the gold per math-verify (run in a
-        worker process with a timeout, see ``math_verify_safe``), else 0.0. An empty
+        worker process with a timeout, see ``deciplane.envs.math.verify``), else 0.0. An empty
         answer, or one with no extractable answer, gets 0.0 and ``info["empty_answer"]``
         / ``info["no_answer"]`` set to True; a verification timeout gets 0.0.
 
@@ -55,7 +61,7 @@ class MathEnv(gym.Env[str, str]):
         ``reset(seed=..., options={"index": i})`` picks problem ``i``; without it the
         problem is drawn with the environment's RNG. ``info`` carries ``task_id``,
         ``index``, ``meta``; after ``step`` also ``correct``, ``extracted``,
-        ``empty_answer``, ``no_answer``.
+        ``empty_answer``, ``no_answer``, ``invalid_action`` (and ``action_rejected``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -65,6 +71,7 @@ class MathEnv(gym.Env[str, str]):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.benchmark, self.split = benchmark, split
+        check_options(verify_timeout_s, {})  # ConfigError now, not at the first step
         self.verify_timeout_s = float(verify_timeout_s)
         self.render_mode = render_mode
         self._items: list[LabeledItem]
@@ -102,15 +109,24 @@ class MathEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._current is None:
             raise ResetNeeded("call reset() before step(); Math-v0 episodes are one step")
-        text = check_text(action, "the answer (action)")
-        if len(text) > MAX_ANSWER_CHARS:
-            text = text[-MAX_ANSWER_CHARS:]  # the final answer is at the end
+        try:
+            checked = check_text_action(action, MAX_RESPONSE_CHARS, what="answer (action)")
+        except InvalidAction as exc:
+            raise InvalidAnswer(str(exc)) from None
         info = self._info()
-        extracted = answer_for_grading(text)
-        correct = bool(extracted) and verify_math(extracted, self._current.gold,
-                                                  timeout_s=self.verify_timeout_s)
-        info.update(correct=correct, extracted=extracted, empty_answer=not text.strip(),
-                    no_answer=extracted is None)
+        if not checked.ok:
+            text, extracted, correct = "", None, False
+            info.update(action_rejected=checked.problem)
+        else:
+            text = checked.text
+            if len(text) > MAX_ANSWER_CHARS:
+                text = text[-MAX_ANSWER_CHARS:]  # the final answer is at the end
+            extracted = answer_for_grading(text)
+            correct = bool(extracted) and verify_math(extracted, self._current.gold,
+                                                      timeout_s=self.verify_timeout_s)
+        info.update(correct=correct, extracted=extracted,
+                    empty_answer=checked.ok and not text.strip(),
+                    no_answer=extracted is None, invalid_action=not checked.ok)
         obs = self._current.prompt
         self._last = f"{obs}\n> {text}\n{'correct' if correct else 'wrong'}"
         self._current = None

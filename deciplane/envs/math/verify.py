@@ -10,9 +10,14 @@ pair to a small pool of persistent worker processes (``python -c`` children talk
 over private pipes, started on first use) and waits with a deadline; a worker that
 misses its deadline is killed (SIGKILL) and replaced, and the answer counts as *not*
 equivalent. Inside the workers the library's own timers are disabled
-(``parsing_timeout=None`` / ``timeout_seconds=None``; for math-verify 0.7, which does
-not accept ``None``, a process-local shim makes its ``timeout`` decorator a no-op when
-given ``None`` — the behaviour of later releases), so no ``signal.alarm`` is ever used.
+(``parsing_timeout=None`` / ``timeout_seconds=None``, math-verify >= 0.9), so no
+``signal.alarm`` is ever used.
+
+Numbers are read the way math-verify's own test cases read them: a bare answer that is
+one number with thousands separators (``1 000``, ``7,425,000``, ``1,000.99``) or a
+decimal comma (``1000,99``, ``0,111``) is that number (:func:`read_plain_number`), in the
+prediction and in the gold alike, instead of a LaTeX product (``1 000`` = 1·000) or a
+set (``1,22`` = {1, 22}).
 
 Safe from threads (callers share the pool; each worker serves one caller at a time), from
 forked children (a new pool per process id), and from daemonic ``multiprocessing``
@@ -26,13 +31,16 @@ Input contract of :func:`verify_math`:
 * text that is not valid UTF-8 (lone surrogates, e.g. from ``errors="surrogateescape"``)
   -> :class:`InvalidAnswer`;
 * empty ``gold`` -> :class:`InvalidAnswer` (a benchmark bug, not a model error);
-* a timeout, a crash of the worker, or text math-verify cannot parse -> ``False``.
+* a timeout, a crash of the worker, or text math-verify cannot parse -> ``False``;
+* ``timeout_s`` not a finite number > 0, or bad comparison options ->
+  :class:`~deciplane.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import re
 import subprocess
@@ -43,7 +51,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from deciplane.errors import InvalidAnswer
+from deciplane.errors import ConfigError, InvalidAnswer
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +60,15 @@ DEFAULT_TIMEOUT_S = 5.0
 STARTUP_TIMEOUT_S = 120.0
 _MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _INT_RE = re.compile(r"[+-]?\d{1,60}")
+# one number: thousands groups (one separator kind, a first group without a leading zero,
+# then groups of exactly three digits), or a single decimal comma
+_THOUSANDS_RE = re.compile(r"[+-]?[1-9]\d{0,2}(?P<sep>[ ,\u00a0\u2009\u202f])\d{3}"
+                           r"(?:(?P=sep)\d{3})*(?:\.\d+)?")
+_DECIMAL_COMMA_RE = re.compile(r"[+-]?\d+,\d+")
+#: math-verify's comparison options that verify_math passes through (and their defaults)
+VERIFY_OPTIONS = {"float_rounding": 6, "strict": True, "allow_set_relation_comp": False,
+                  "targets": ("latex", "expr")}
+_TARGETS = ("latex", "expr")
 _PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding deciplane/
 
 
@@ -74,6 +91,52 @@ def check_text(value: Any, what: str) -> str:
     return value
 
 
+def read_plain_number(text: str) -> str | None:
+    """``text`` as a plain decimal if it is one number written with thousands separators
+    or a decimal comma, else None. ``"1 000"`` -> ``"1000"``, ``"7,425,000"`` ->
+    ``"7425000"``, ``"1,000.99"`` -> ``"1000.99"``, ``"1000,99"`` -> ``"1000.99"``,
+    ``"0,111"`` -> ``"0.111"``, ``"1,22"`` -> ``"1.22"``; ``"1, 2"`` (a list) and
+    ``"3,4,5"`` -> None. A comma followed by exactly three digits after a first group of
+    1-3 digits not starting with 0 is a thousands separator (``"1,000"`` = 1000), as in
+    math-verify's own test cases."""
+    t = text.strip()
+    if _THOUSANDS_RE.fullmatch(t):
+        return re.sub(r"[ ,\u00a0\u2009\u202f]", "", t)
+    if _DECIMAL_COMMA_RE.fullmatch(t):
+        return t.replace(",", ".")
+    return None
+
+
+def _canonical(text: str) -> str:
+    number = read_plain_number(text)
+    return text if number is None else number
+
+
+def check_options(timeout_s: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Validated comparison options (``VERIFY_OPTIONS`` filled in); ConfigError if bad."""
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+            or not math.isfinite(timeout_s) or timeout_s <= 0):
+        raise ConfigError(f"timeout_s must be a finite number of seconds > 0, got "
+                          f"{timeout_s!r}; the default is {DEFAULT_TIMEOUT_S}")
+    unknown = set(options) - set(VERIFY_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown verify option(s) {sorted(unknown)}; allowed: "
+                          f"{', '.join(VERIFY_OPTIONS)}")
+    opts = {**VERIFY_OPTIONS, **options}
+    fr = opts["float_rounding"]
+    if isinstance(fr, bool) or not isinstance(fr, int) or not 0 <= fr <= 15:
+        raise ConfigError(f"float_rounding must be an int in 0..15 (decimal places), got {fr!r}")
+    for key in ("strict", "allow_set_relation_comp"):
+        if not isinstance(opts[key], bool):
+            raise ConfigError(f"{key} must be True or False, got {opts[key]!r}")
+    targets = opts["targets"]
+    if (isinstance(targets, str) or not targets
+            or any(t not in _TARGETS for t in targets)):
+        raise ConfigError(f"targets must be a non-empty list of {_TARGETS}, got {targets!r}")
+    opts["targets"] = tuple(targets)
+    return opts
+
+
 def _fast_path(prediction: str, gold: str) -> bool | None:
     """Exact answer for two plain integers (what math-verify would say), else None."""
     p, g = prediction.strip(), gold.strip()
@@ -84,27 +147,8 @@ def _fast_path(prediction: str, gold: str) -> bool | None:
 
 # ------------------------------------------------------------------- worker side --
 
-def _install_none_timeout_shim() -> None:
-    """math-verify 0.7 calls ``signal.alarm(None)`` (TypeError, caught -> no match) when
-    given ``timeout=None``; later releases treat ``None`` as "no timer". Make the
-    decorator, as imported by parser and grader, behave like the later releases, in
-    this worker process only."""
-    import math_verify.grader as grader
-    import math_verify.parser as parser
-
-    original = parser.timeout
-
-    def timeout(timeout_seconds: int | None = 10):
-        if timeout_seconds is None:
-            return lambda func: func
-        return original(timeout_seconds=timeout_seconds)
-
-    parser.timeout = timeout
-    grader.timeout = timeout
-
-
 _PROSE_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-_TEXT_RE = re.compile(r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}")
+_TEXT_RE = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname|begin|end)\{[^{}]*\}")
 
 
 def _looks_like_prose(text: str) -> bool:
@@ -113,7 +157,17 @@ def _looks_like_prose(text: str) -> bool:
     return bool(_PROSE_RE.search(_TEXT_RE.sub("", text)))
 
 
-def _parse_pred(text: str) -> list:
+def _configs(targets: Sequence[str]) -> list:
+    """math-verify extraction configs for ``targets`` (the library defaults for both)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    if tuple(targets) == _TARGETS:
+        return [LatexExtractionConfig(), ExprExtractionConfig()]
+    return [LatexExtractionConfig(boxed_match_priority=0) if t == "latex"
+            else ExprExtractionConfig() for t in targets]
+
+
+def _parse_pred(text: str, targets: Sequence[str] = _TARGETS) -> list:
     """Parse a prediction: a whole response (``$``/``\\boxed`` present, or prose) goes to
     math-verify's extraction as is; a bare answer is read as one LaTeX expression (raw
     extraction would keep only a fragment of ``\\sqrt{2}+\\frac{1}{3}``)."""
@@ -122,13 +176,16 @@ def _parse_pred(text: str) -> list:
     def has_expr(res: list) -> bool:
         return any(not isinstance(r, str) for r in res)
 
-    if "$" in text or "\\boxed" in text or _looks_like_prose(text):
+    if "$" in text or "\\boxed" in text or "\\(" in text or "\\[" in text:
+        attempts = [text]  # explicit math delimiters: math-verify's extraction decides
+    elif _looks_like_prose(text):
         attempts = [text, f"\\boxed{{{text}}}"]
     else:
         attempts = [f"${text}$", text, f"\\boxed{{{text}}}"]
+    configs = _configs(targets)
     first: list = []
     for i, attempt in enumerate(attempts):
-        res = parse(attempt, parsing_timeout=None)
+        res = parse(attempt, configs, parsing_timeout=None)
         if i == 0:
             first = res
         if has_expr(res):
@@ -136,24 +193,29 @@ def _parse_pred(text: str) -> list:
     return first
 
 
-def _parse_gold(text: str) -> list:
+def _parse_gold(text: str, targets: Sequence[str] = _TARGETS) -> list:
     from math_verify import parse
 
+    configs = _configs(targets)
     if "\\boxed" in text or "$" in text:
-        res = parse(text, parsing_timeout=None)
+        res = parse(text, configs, parsing_timeout=None)
         if res:
             return res
-    return parse(f"\\boxed{{{text}}}", parsing_timeout=None)
+    res = parse(f"\\boxed{{{text}}}", configs, parsing_timeout=None)
+    # expression-only extraction does not look inside \boxed{}: read the bare text
+    return res or parse(text, configs, parsing_timeout=None)
 
 
-def _verify_in_worker(prediction: str, gold: str) -> bool:
+def _verify_in_worker(prediction: str, gold: str, options: dict[str, Any]) -> bool:
     from math_verify import verify
 
-    gold_parsed = _parse_gold(gold)
-    pred_parsed = _parse_pred(prediction)
+    options = dict(options)
+    targets = options.pop("targets", _TARGETS)
+    gold_parsed = _parse_gold(gold, targets)
+    pred_parsed = _parse_pred(prediction, targets)
     if not gold_parsed or not pred_parsed:
         return False
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None, **options))
 
 
 def _watch_parent(ppid: int) -> None:
@@ -164,17 +226,15 @@ def _watch_parent(ppid: int) -> None:
 
 
 def _worker_main(req_fd: int, resp_fd: int, ppid: int) -> None:
-    """Serve ``[(prediction, gold), ...]`` batches: one ``("ok", bool)`` per pair."""
+    """Serve ``[(prediction, gold, options), ...]`` batches: one ``("ok", bool)`` each."""
     threading.Thread(target=_watch_parent, args=(ppid,), daemon=True).start()
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     req, resp = Connection(req_fd, writable=False), Connection(resp_fd, readable=False)
     from math_verify import parse
 
-    if not parse("$1$", parsing_timeout=None):
-        _install_none_timeout_shim()
-    if not parse("$1$", parsing_timeout=None):  # pragma: no cover - unknown version
+    if not parse("$1$", parsing_timeout=None):  # pragma: no cover - an old release
         resp.send(("error", "math-verify rejects parsing_timeout=None; "
-                            "install math-verify>=0.7"))
+                            "install math-verify>=0.9 (pip install 'math-verify>=0.9,<0.10')"))
         return
     resp.send(("ready", None))
     while True:
@@ -182,9 +242,9 @@ def _worker_main(req_fd: int, resp_fd: int, ppid: int) -> None:
             batch = req.recv()
         except (EOFError, OSError):
             return
-        for prediction, gold in batch:
+        for prediction, gold, options in batch:
             try:
-                ok = _verify_in_worker(prediction, gold)
+                ok = _verify_in_worker(prediction, gold, options)
             except Exception:  # the library is robust, but never let one pair kill us
                 ok = False
             resp.send(("ok", ok))
@@ -230,7 +290,8 @@ class _Worker:
             raise RuntimeError(f"math-verify worker failed to start: {msg}")
         self.ready = True
 
-    def run(self, pairs: Sequence[tuple[str, str]], timeout_s: float) -> list[bool | None]:
+    def run(self, pairs: Sequence[tuple[str, str, dict[str, Any]]],
+            timeout_s: float) -> list[bool | None]:
         """Verify ``pairs`` in order; ``None`` from the first pair that timed out on
         (the worker is then dead and must be replaced)."""
         self._wait_ready()
@@ -352,9 +413,10 @@ def shutdown_workers() -> None:
 
 
 def verify_many(pairs: Iterable[tuple[str | None, str]],
-                timeout_s: float = DEFAULT_TIMEOUT_S) -> list[bool]:
+                timeout_s: float = DEFAULT_TIMEOUT_S, **options: Any) -> list[bool]:
     """:func:`verify_math` over many ``(prediction, gold)`` pairs with one round-trip to a
     worker; ``timeout_s`` bounds each pair separately."""
+    opts = check_options(timeout_s, options)
     pairs = list(pairs)
     results: list[bool | None] = [None] * len(pairs)
     todo: list[int] = []
@@ -369,7 +431,8 @@ def verify_many(pairs: Iterable[tuple[str | None, str]],
         if not pred.strip():
             results[i] = False
             continue
-        fast = _fast_path(pred, gold)
+        pairs[i] = (_canonical(pred), _canonical(gold))
+        fast = _fast_path(*pairs[i])
         if fast is not None:
             results[i] = fast
         else:
@@ -379,7 +442,8 @@ def verify_many(pairs: Iterable[tuple[str | None, str]],
         for attempt in range(3):
             worker = pool.acquire()
             try:
-                got = worker.run([(pairs[i][0], pairs[i][1]) for i in todo], timeout_s)
+                got = worker.run([(pairs[i][0], pairs[i][1], opts) for i in todo],
+                                 timeout_s)
                 break
             except _WorkerDied:
                 if attempt == 2:
@@ -403,7 +467,8 @@ def verify_many(pairs: Iterable[tuple[str | None, str]],
     return [bool(r) for r in results]
 
 
-def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                **options: Any) -> bool:
     """True if ``prediction`` is mathematically equivalent to ``gold`` per math-verify.
 
     ``prediction`` may be a bare answer (``"0.5"``, ``"\\frac12"``, ``"[2,5)"``) or a
@@ -411,9 +476,15 @@ def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TI
     ``gold`` is a bare answer as written in the benchmark. Comparison is asymmetric as
     in math-verify (gold first). Takes at most about ``timeout_s`` seconds of worker
     time; a timeout counts as ``False``. Two plain integers are compared directly
-    without a worker. See the module docstring for invalid inputs.
+    without a worker; numbers with thousands separators or a decimal comma are read as
+    numbers (:func:`read_plain_number`). ``options``: math-verify's ``float_rounding``
+    (decimal places compared, default 6), ``strict`` (default True: variables must
+    match), ``allow_set_relation_comp`` (default False: ``x \\in [a,b]`` vs
+    ``a \\le x \\le b``) and ``targets`` (what math-verify extracts: ``("latex",
+    "expr")``, the default, or one of them). See the module docstring for invalid inputs.
     """
-    return verify_many([(prediction, gold)], timeout_s=timeout_s)[0]
+    return verify_many([(prediction, gold)], timeout_s=timeout_s, **options)[0]
 
 
-__all__ = ["verify_math", "verify_many", "check_text", "shutdown_workers", "DEFAULT_TIMEOUT_S"]
+__all__ = ["verify_math", "verify_many", "check_text", "read_plain_number", "shutdown_workers",
+           "DEFAULT_TIMEOUT_S", "VERIFY_OPTIONS"]

@@ -118,6 +118,18 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox(backend={self.backend!r})"
 
+    @property
+    def loopback(self) -> str:
+        """The state of the only network interface a run sees, ``lo``: ``"down"`` (no
+        socket can connect anywhere, not even to itself) or ``"up"`` (a loopback private
+        to the run: a program can connect to its own sockets; nothing outside the sandbox
+        is reachable). ``namespace``: down. ``bwrap``: down when this process is root,
+        up otherwise (bubblewrap raises ``lo`` in a network namespace it creates).
+        ``docker``: up (Docker's ``network_mode="none"`` raises ``lo``)."""
+        if self.backend == "bwrap":
+            return "down" if _bwrap.loopback_down() else "up"
+        return "up" if self.backend == "docker" else "down"
+
     def run(self, code: str, stdin: str = "", files: dict[str, str | bytes] | None = None,
             timeout_s: float = 2.0, memory_mb: int = 256, cpu_time_s: float | None = None,
             max_output_bytes: int = 1 << 20, max_file_bytes: int = 16 << 20,

@@ -133,6 +133,11 @@ def prlimit_argv(limits: dict[str, int]) -> list[str]:
     return [exe, *args, "--"]
 
 
+#: Bump when how a run is started changes (its pid 1, environment, namespaces): that
+#: shifts a program's start-up instruction count, so caches of counts key on it.
+#: 2: bwrap as root in a network namespace made by ``unshare --net``; no PWD inherited.
+LAUNCH_VERSION = 2
+
 # ---------------------------------------------------------------- environment and paths
 
 BASE_ENV = {
@@ -394,7 +399,10 @@ class CgroupJail:
     def join_argv(self) -> list[str]:
         """A ``sh`` prefix that moves itself into every cgroup, then execs the rest."""
         targets = " ".join(f"'{d / 'cgroup.procs'}'" for d in self.dirs.values())
-        script = f'for f in {targets}; do echo $$ > "$f" || exit 125; done; exec "$@"'
+        # unset PWD/OLDPWD: the shell would export them to bwrap, whose pid 1 inside the
+        # sandbox shows its environment in /proc/1/environ (a host path)
+        script = (f'unset PWD OLDPWD; for f in {targets}; do echo $$ > "$f" || exit 125; '
+                  'done; exec "$@"')
         return ["/bin/sh", "-c", script, "sh"]
 
     def pids(self) -> list[int]:
@@ -575,8 +583,9 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
     raw = RawRun()
     t0 = time.monotonic()
     try:
+        # cwd="/": nothing started here inherits (or names) the caller's directory
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True,
+                                stderr=subprocess.PIPE, start_new_session=True, cwd="/",
                                 close_fds=True, pass_fds=tuple(pass_fds),
                                 env=env if env is not None else {"PATH": BASE_ENV["PATH"]})
     except OSError as exc:

@@ -2,7 +2,8 @@
 host's system directories read-only, a private tmpfs ``/tmp``, the run's scratch dir as
 the only writable host path, no network, uid 65534, and — when this process is root — the
 bwrap process itself started as uid 65534 (so the sandboxed code is ``nobody`` on the host
-too, not namespace-root mapped to host root)."""
+too, not namespace-root mapped to host root) in a network namespace made beforehand whose
+loopback stays down (:func:`loopback_down`)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ def _privilege_drop_argv() -> list[str]:
 
 def drops_privileges() -> bool:
     return os.getuid() == 0 and tool_path("setpriv") is not None
+
+
+def loopback_down() -> bool:
+    """Whether the sandbox's loopback interface is down. bubblewrap's ``--unshare-net``
+    always brings ``lo`` up in the new network namespace (a program can connect to
+    itself, nothing else). As root we create the network namespace ourselves (``unshare
+    --net``, before dropping to 65534) and bwrap keeps it (``--share-net``): its ``lo``
+    stays down, as in the ``namespace`` backend. Unprivileged, bwrap must create it."""
+    return os.getuid() == 0 and tool_path("unshare") is not None
+
+
+def _netns_argv() -> list[str]:
+    return [tool_path("unshare") or "unshare", "--net", "--"] if loopback_down() else []
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,10 +136,12 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
     init, which reaps the program without passing its resource usage up; with sh as the
     program's parent ``wait4`` on bwrap reports the program's CPU time. Needed where no
     per-run cgroup accounts CPU."""
-    argv = _privilege_drop_argv() + [bwrap_path() or "bwrap"]
+    argv = _netns_argv() + _privilege_drop_argv() + [bwrap_path() or "bwrap"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
              "--hostname", "sandbox", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL", "--clearenv", "--json-status-fd", str(status_fd)]
+    if loopback_down():  # the network namespace made by `unshare --net` above: lo down
+        argv += ["--share-net"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     if supports_disable_userns():

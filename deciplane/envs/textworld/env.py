@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
                                   index_on_page, menu_page, menu_seed_for, page_count)
-from deciplane.envs.spaces import ObservationText
+from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
@@ -35,6 +35,9 @@ OBS_CHARSET = frozenset(
 )
 MAX_OBS_CHARS = 65_536
 MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
+MAX_RAW_COMMAND_CHARS = 4096  # before whitespace is collapsed; longer is refused unread
+_TEXT_TYPE_ERROR = ("action_mode='text' takes a command string, got {type}; use "
+                    "action_mode='menu' for indices")
 COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
@@ -44,6 +47,13 @@ _BANNER_CHARS = frozenset(" _|\\/$<>")
 _ASCII_OBS = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0b\x0c"  # the ASCII part of OBS_CHARSET
 _NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
 _SPACES = re.compile(r"\s+")
+# What the interpreter (jericho's frotz) or the compiled story prints when the story file
+# fails at run time: frotz's own halt, Inform 6's veneer and Inform 7's run-time problems.
+# A game in that state still gets menus from TextWorld's own state tracking, so without
+# this check it would be "played" to truncation with zero reward.
+_RUNTIME_ERROR = re.compile(r"Emulator halted due to runtime error|\[\*\* Programming error"
+                            r"|\*\*\* Run-time problem")
+_PROBE_COMMAND = "look"
 _GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
 
 
@@ -80,8 +90,13 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     ``action_mode="text"``: a free command string. A command that is not in the menu
     (compared case- and whitespace-insensitively) is counted as invalid but still sent to
-    the game, which answers it; empty or over-long (> 192 bytes) commands and interpreter
-    meta-commands (``quit``, ``restart``, ``undo``, ``save``...) are invalid and not sent.
+    the game, which answers it. These are invalid and never sent (the game state does not
+    change, the observation is repeated, ``info["action_rejected"]`` says why): empty
+    commands, commands over 192 bytes once whitespace is collapsed (or over 4,096
+    characters raw), control characters other than tab/newline/carriage return (a NUL
+    crashes the interpreter), lone surrogates, and interpreter
+    meta-commands (``quit``, ``restart``, ``undo``, ``save``...). A value that is not
+    ``str`` (or UTF-8 ``bytes``) raises :class:`deciplane.errors.InvalidAction`.
 
     ## Reward
 
@@ -210,11 +225,13 @@ class TextWorldEnv(gym.Env[str, Any]):
                 self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
             index = int(self._order[self._pos])
             self._pos += 1
+        self._done = True  # until this reset succeeds: a failed load leaves nothing to step
         self._game_index = index
         self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
         self._arranger.start_episode(self._menu_seed)
         self._env = self._load(self.suite.paths[index])
         state = self._env.reset()
+        self._check_runtime(state.feedback, "on reset")
         self._task = clean_observation(str(state["objective"] or "").strip())
         self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
         obs = state.feedback
@@ -225,7 +242,9 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
-            raise GameError("step() after the episode ended; call reset() first")
+            raise GameError("step() before reset(); call reset() first" if self._env is None
+                            else "step() after the episode ended; call reset() first")
+        rejected = None
         if self.action_mode == "menu":
             index = _as_index(action)
             command = self._command_from_index(index)
@@ -236,11 +255,12 @@ class TextWorldEnv(gym.Env[str, Any]):
                 self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
                 send = False
         else:
-            command, send, invalid = self._command_from_text(action)
+            command, send, invalid, rejected = self._command_from_text(action)
         self._steps += 1
         reward = 0.0
         if send:
             state, _, _ = self._env.step(command)
+            self._check_runtime(state.feedback, f"after the command {command!r}")
             score = int(state["score"] or 0)
             reward = float(score - self._score)
             self._score = score
@@ -255,6 +275,8 @@ class TextWorldEnv(gym.Env[str, Any]):
         truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
         info = self._info(invalid=invalid)
+        if rejected is not None:
+            info["action_rejected"] = rejected
         if empty:
             info["empty_menu"] = True
         return self._obs, reward, terminated, truncated, info
@@ -318,11 +340,28 @@ class TextWorldEnv(gym.Env[str, Any]):
             raise GameError(f"TextWorld could not load {str(path)!r} ({type(e).__name__}: "
                             f"{e}); regenerate the game with tw-make or remove it from "
                             "games=[...]") from e
+        try:  # a story that fails in the emulator is never played (see _RUNTIME_ERROR)
+            for feedback in (env.reset().feedback, env.step(_PROBE_COMMAND)[0].feedback):
+                _raise_on_runtime_error(path, feedback, "when loaded")
+        except GameError:
+            env.close()
+            raise
         self._games[path] = env
         if len(self._games) > _GAME_CACHE_SIZE:
             _, old = self._games.popitem(last=False)
             old.close()
         return env
+
+    def _check_runtime(self, feedback: str, when: str) -> None:
+        try:
+            _raise_on_runtime_error(self.suite.paths[self._game_index], feedback, when)
+        except GameError:
+            self._done = True
+            env = self._games.pop(self.suite.paths[self._game_index], None)
+            if env is not None:
+                env.close()
+            self._env = None
+            raise
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
@@ -368,20 +407,22 @@ class TextWorldEnv(gym.Env[str, Any]):
             return None
         return self._menu.actions[index]
 
-    def _command_from_text(self, action: Any) -> tuple[str, bool, bool]:
-        if isinstance(action, bytes):
-            try:
-                action = action.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
-        if not isinstance(action, str):
-            raise InvalidAction(f"action_mode='text' takes a command string, got "
-                                f"{type(action).__name__}; use action_mode='menu' for indices")
-        command = normalize_command(action)
-        if (not command or len(command.encode()) > MAX_COMMAND_CHARS
-                or command.split()[0] in META_COMMANDS or command[0] == "\\"):
-            return command, False, True
-        return command, True, self._index_of(command) < 0
+    def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
+        """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
+        refused before the game sees it (bad characters, too long), else None."""
+        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
+                                    type_error=_TEXT_TYPE_ERROR)
+        if not checked.ok:
+            return "", False, True, checked.problem
+        command = normalize_command(checked.text)
+        if not command:
+            return command, False, True, "empty command"
+        if len(command.encode()) > MAX_COMMAND_CHARS:
+            return command, False, True, (f"{len(command.encode())} bytes; the game reads "
+                                          f"at most {MAX_COMMAND_CHARS}")
+        if command.split()[0] in META_COMMANDS or command[0] == "\\":
+            return command, False, True, "interpreter meta-command"
+        return command, True, self._index_of(command) < 0, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state = self._state
@@ -419,6 +460,26 @@ class TextWorldEnv(gym.Env[str, Any]):
 
 
 # ---- small pure helpers -------------------------------------------------------------------
+
+
+def runtime_error_in(feedback: str | None) -> str | None:
+    """The interpreter/story run-time error message in ``feedback``, or None."""
+    m = _RUNTIME_ERROR.search(feedback or "")
+    if m is None:
+        return None
+    end = (feedback or "").find("\n", m.end())
+    return (feedback or "")[m.start(): end if end >= 0 else m.end() + 120].strip()[:200]
+
+
+def _raise_on_runtime_error(path: Path, feedback: str | None, when: str) -> None:
+    problem = runtime_error_in(feedback)
+    if problem is not None:
+        raise GameError(
+            f"the game {str(path)!r} failed in the emulator {when} ({problem!r}): the story "
+            "file is corrupt or not a working Z-machine game. Regenerate it (a preset: delete "
+            "the file and its manifest folder, it is generated again; your own game: rebuild "
+            "it with tw-make) or re-download it; it is not played, since every step would "
+            "score 0 and look like a weak agent")
 
 
 def strip_banner(text: str) -> str:

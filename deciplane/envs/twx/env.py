@@ -15,10 +15,10 @@ from gymnasium import spaces
 
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
                                   index_on_page, menu_page, menu_seed_for, page_count)
-from deciplane.envs.spaces import ObservationText
+from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          OBS_CHARSET, _as_index, clean_observation,
-                                          normalize_command)
+                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET, _TEXT_TYPE_ERROR,
+                                          _as_index, clean_observation, normalize_command)
 from deciplane.envs.twx.java import require_java
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
 from deciplane.types import Menu
@@ -82,7 +82,10 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     ``action_mode="text"``: a command string (``spaces.Text``), compared with the valid
     actions case- and whitespace-insensitively; one that is not among them is an invalid
     move as above (TextWorld-Express has no parser beyond its action list: the game would
-    answer "Unknown action" and change nothing). The menu is not paged and not limited by
+    answer "Unknown action" and change nothing). A command holding control characters or
+    lone surrogates, or over 4,096 characters, is also invalid and
+    ``info["action_rejected"]`` says why; a value that is not ``str`` (or UTF-8 ``bytes``)
+    raises :class:`deciplane.errors.InvalidAction`. The menu is not paged and not limited by
     ``max_menu`` in this mode.
 
     ## Reward
@@ -274,8 +277,11 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
             raise GameError("step() after the episode ended; call reset() first")
-        index = self._index_from_text(action) if self.action_mode == "text" \
-            else _as_index(action)
+        rejected = None
+        if self.action_mode == "text":
+            index, rejected = self._index_from_text(action)
+        else:
+            index = _as_index(action)
         if not 0 <= index < self.max_menu and self.action_mode == "menu":
             raise InvalidAction(
                 f"action {index} is outside the action space Discrete({self.max_menu}); the "
@@ -308,6 +314,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
         info = self._info(invalid=invalid)
+        if rejected is not None:
+            info["action_rejected"] = rejected
         if empty:
             info["empty_menu"] = True
         return self._obs, float(reward), terminated, truncated, info
@@ -359,16 +367,14 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
     # ---- internals -----------------------------------------------------------------------
 
-    def _index_from_text(self, action: Any) -> int:
-        """Menu index of a text command (-1: not a valid action)."""
-        if isinstance(action, bytes):
-            try:
-                action = action.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
-        if not isinstance(action, str):
-            raise InvalidAction(f"action_mode='text' takes a command string, got "
-                                f"{type(action).__name__}; use action_mode='menu' for indices")
+    def _index_from_text(self, action: Any) -> tuple[int, str | None]:
+        """Menu index of a text command (-1: not a valid action) and, for a command refused
+        unread (control characters, lone surrogates, over 4,096 characters), why."""
+        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
+                                    type_error=_TEXT_TYPE_ERROR)
+        if not checked.ok:
+            return -1, checked.problem
+        action = checked.text
         if self._lookup is None:
             self._lookup = {c: i for i, c in enumerate(self._actions)}
         index = self._lookup.get(normalize_command(action))
@@ -376,7 +382,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             wanted = normalize_command(action)
             index = next((i for i, c in enumerate(self._actions)
                           if normalize_command(c) == wanted), -1)
-        return index
+        return index, None
 
     def _index_of_seed(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
