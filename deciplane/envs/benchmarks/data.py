@@ -196,7 +196,7 @@ register_benchmark(Benchmark(
 
 # Modules that register more benchmarks through `register_benchmark` when imported (cheap
 # imports: heavy packages load inside their loaders and judges).
-_BENCHMARK_MODULES: tuple[str, ...] = ()
+_BENCHMARK_MODULES: tuple[str, ...] = ("deciplane.envs.code.benchmarks",)
 for _module in _BENCHMARK_MODULES:
     importlib.import_module(_module)
 
