@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_answers
+from deciplane.adapt.probe_erpo import ProbeERPO
 from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
@@ -36,7 +37,7 @@ from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate_texts
 from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
 
-ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO}
+ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "probe-erpo": ProbeERPO}
 """Method name -> adapter class (its ``Config`` is the config dataclass)."""
 
 DEFAULT_MODEL = "deciplane/smollm2-135m-instruct"
@@ -136,6 +137,10 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         n = len(tasks)
         planned = adapter.planned_samples(n)
         votes_eq = max(1, math.ceil(planned / n))
+        # adapters with their own answer format (code) bring their greedy answers and
+        # selection baseline (Probe-ERPO: consensus selection); others use majority vote
+        own = hasattr(adapter, "selection_answers")
+        sel_name = getattr(adapter, "SELECTION_BASELINE", "majority_vote_equal_budget")
 
         # ---- baselines with the initial policy (before any update) -----------------
         base_budget = Budget()
@@ -147,6 +152,9 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
 
             def greedy_answers() -> dict[str, Any]:
                 b = Budget()
+                if own:
+                    with b.clock():
+                        return {"answers": adapter.greedy_answers(tasks, b), "budget": b.as_dict()}
                 with b.clock():
                     texts = generate_texts(policy, prompts, max_new_tokens=config.max_new_tokens,
                                            greedy=True, budget=b,
@@ -156,6 +164,11 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
 
             def majority_baseline() -> dict[str, Any]:
                 b = Budget()
+                if own:
+                    with b.clock():
+                        answers_c, per_c = adapter.selection_answers(tasks, votes_eq,
+                                                                     seed + 4_242_424, b)
+                    return {"answers": answers_c, "samples": per_c, "budget": b.as_dict()}
                 with b.clock():
                     answers_m, per = majority_answers(
                         policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
@@ -171,10 +184,12 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                 return result
 
             # greedy answers depend on neither the seed nor the budget: every run shares them
-            g = baseline("greedy", "greedy", _baseline_key(
+            tag = f"-{method}" if own else ""
+            g = baseline("greedy", "greedy" + tag, _baseline_key(
                 model, benchmark, split, limit, None, None, config), greedy_answers)
-            m = baseline("majority vote", "majority", _baseline_key(
-                model, benchmark, split, limit, seed, votes_eq, config), majority_baseline)
+            m = baseline("consensus selection" if own else "majority vote", "majority" + tag,
+                         _baseline_key(model, benchmark, split, limit, seed, votes_eq, config),
+                         majority_baseline)
             greedy, maj, maj_samples = g["answers"], m["answers"], m["samples"]
             for r in (g, m):
                 base_budget += Budget(**r["budget"])
@@ -206,10 +221,9 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                 "no_adaptation_greedy": _score_dict(before),
                 "no_adaptation_sampled": {"accuracy": sampled.mean, "pass_any": sampled.pass_any,
                                           "samples_per_task": votes_eq,
-                                          "note": "sampled pass@1 averaged over the majority-vote samples"},
-                "majority_vote_equal_budget": {**_score_dict(majority), "votes_per_task": votes_eq,
-                                               "samples": votes_eq * n,
-                                               "adapter_samples": adapter.budget.samples},
+                                          "note": "sampled pass@1 averaged over the samples of " + sel_name},
+                sel_name: {**_score_dict(majority), "votes_per_task": votes_eq,
+                           "samples": votes_eq * n, "adapter_samples": adapter.budget.samples},
             }
             summary["baseline_budget"] = base_budget.as_dict()
             if config.final_answer == "greedy":
@@ -284,8 +298,8 @@ def plot_curve(summary: dict[str, Any], path: Path) -> str | None:
               "majority_vote_equal_budget": ("C3", "-.")}
     for name, b in summary.get("baselines", {}).items():
         color, ls = styles.get(name, ("gray", "--"))
-        label = name if name != "majority_vote_equal_budget" else \
-            f"majority vote @{b['votes_per_task']} (equal samples)"
+        label = name if "votes_per_task" not in b else \
+            f"{name.split('_equal')[0].replace('_', ' ')} @{b['votes_per_task']} (equal samples)"
         ax.axhline(b["accuracy"], color=color, ls=ls, label=label)
     ax.set_xlabel("optimizer steps")
     ax.set_ylabel("held-out accuracy")

@@ -1,4 +1,4 @@
-"""``deciplane adapt ttrl|ttpo``: test-time adaptation, then held-out scoring.
+"""``deciplane adapt ttrl|ttpo|probe-erpo``: test-time adaptation, then held-out scoring.
 
     deciplane adapt ttrl --benchmark arith-shift --split test \\
         --model deciplane/smollm2-135m-instruct --set votes=8 --run-dir runs/ttrl --seed 0
@@ -95,11 +95,12 @@ def _command(method: str):
              baseline_cache, device)
 
     cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (docs/methods.md §5.1), then held-out scoring.",
-                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring."}[method]
+                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring.",
+                   "probe-erpo": "Probe-ERPO for code (easy-funcs, humaneval): negative updates for low probe-consensus programs, then hidden-test scoring (docs/code.md)."}[method]
     return cmd
 
 
-def options_cmd(method: str = typer.Argument(..., help="ttrl or ttpo")) -> None:
+def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo or probe-erpo")) -> None:
     """List an adapter's options (for --set), their defaults and the paper values."""
     from dataclasses import fields
 
@@ -124,6 +125,7 @@ def register(app: typer.Typer) -> None:
                             help="Test-time adaptation on unlabeled prompts, then held-out scoring.")
     adapt_app.command("ttrl")(_command("ttrl"))
     adapt_app.command("ttpo")(_command("ttpo"))
+    adapt_app.command("probe-erpo")(_command("probe-erpo"))
     adapt_app.command("options")(options_cmd)
     app.add_typer(adapt_app, name="adapt")
 

@@ -37,6 +37,10 @@ _BUILTIN = {
         "deciplane.envs.codeopt.env:CodeOptEnv",
         "optimise a program: correctness-gated, calibrated speedup reward (sandboxed)",
     ),
+    "deciplane/CodeGen-v0": (
+        "deciplane.envs.code.env:CodeGenEnv",
+        "write a Python function; reward = all hidden tests pass (sandboxed)",
+    ),
 }
 
 
@@ -111,6 +115,7 @@ _LAZY = {
     "TextWorldExpressEnv": "deciplane.envs.twx.env",
     "MathEnv": "deciplane.envs.math.env",
     "CodeOptEnv": "deciplane.envs.codeopt.env",
+    "CodeGenEnv": "deciplane.envs.code.env",
     "make_game_suite": "deciplane.envs.textworld.games",
 }
 

@@ -38,6 +38,13 @@ FAILURE_KINDS = ("passed", "wrong_answer", "runtime_error", "syntax_error", "no_
                  "timeout", "memory", "output_limit", "killed", "sandbox_error")
 
 DEFAULT_TEST_TIMEOUT_S = 6.0
+
+INSTRUCTION = ("Complete this Python function. Answer with the whole function in a "
+               "```python code block.")
+"""What a code adapter / the calibration appends to a statement before chat-formatting."""
+STOP = ("\n```\n",)
+"""Stop strings for code responses: the end of the first fenced block (the opening fence
+``\n```python\n`` does not match)."""
 DEFAULT_MEMORY_MB = 512
 MAX_PROGRAM_CHARS = 32_000
 
@@ -285,6 +292,6 @@ def is_probe(text: Any) -> bool:
     return isinstance(value, tuple)
 
 
-__all__ = ["extract_program", "run_hidden_tests", "run_probes", "parse_probe_output",
+__all__ = ["INSTRUCTION", "STOP", "extract_program", "run_hidden_tests", "run_probes", "parse_probe_output",
            "TestOutcome", "ProbeRun", "FAILURE_KINDS", "is_probe", "TIMEOUT", "NOT_RUN",
            "NO_CODE"]
