@@ -452,7 +452,7 @@ class ProbeERPO(BaseAdapter):
 
     # -- answering ----------------------------------------------------------------------
     def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:
-        """Final answers (whole responses; the judge extracts the program): greedy, or
+        """Final answers (whole responses; the scorer extracts the program): greedy, or
         consensus selection over ``final_votes`` samples."""
         cfg = self.config
         budget = self.budget if budget is None else budget
