@@ -231,6 +231,8 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         for steps, ans in adapter.records.checkpoints:
             curve.append({"optimizer_steps": steps, "accuracy": scorer.score(ans).accuracy})
         summary["curve"] = curve
+        if hasattr(adapter, "summary_extra"):   # adapter-specific notes and counters
+            summary.update(_jsonable(adapter.summary_extra()))
         summary["diagnostics"] = _diagnostics(scorer, adapter)
         summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)
         # CPU seconds of this process summed over its threads: on a shared machine this,

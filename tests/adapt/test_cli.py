@@ -57,3 +57,27 @@ def test_adapt_options_lists_paper_values():
     res = CliRunner().invoke(app, ["adapt", "options", "ttpo"])
     assert res.exit_code == 0 and "lam = 0.1  [paper: 0.1]" in res.output
     assert "votes = 8  [paper: 64]" in res.output and "teacher = " in res.output
+
+
+def test_adapt_probe_erpo_on_easy_funcs_writes_summary(tmp_path):
+    out = tmp_path / "perpo"
+    sets = ["votes=4", "max_new_tokens=10", "prompts_per_step=2", "max_steps=1", "lr=1e-2",
+            "temperature=1.5", "lora_rank=4", "model_probe_samples=1", "probe_max_new_tokens=10",
+            "probe_timeout_s=0.5", "penalize_invalid=false"]
+    res = CliRunner().invoke(app, ["adapt", "probe-erpo", "--benchmark", "easy-funcs",
+                                   "--model", "deciplane/tiny", "--limit", "3", "--run-dir",
+                                   str(out), "--threads", "1",
+                                   *[x for s in sets for x in ("--set", s)]])
+    assert res.exit_code == 0, res.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["method"] == "probe-erpo" and s["benchmark"] == "easy-funcs" and s["n_tasks"] == 3
+    assert {"no_adaptation_greedy", "no_adaptation_sampled",
+            "consensus_selection_equal_budget"} == set(s["baselines"])
+    cons = s["baselines"]["consensus_selection_equal_budget"]
+    assert cons["votes_per_task"] * 3 >= s["budget"]["samples"] == cons["adapter_samples"]
+    assert 0.0 <= s["before"]["accuracy"] <= 1.0 and 0.0 <= s["after"]["accuracy"] <= 1.0
+    assert s["split_fingerprint"] and "ours" in s["note"] and s["probes"]["per_task_mean"] > 0
+    assert s["budget"]["optimizer_steps"] + s["budget"]["skipped_steps"] == 1
+    assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
+    answers = json.loads((out / "answers.json").read_text())
+    assert set(answers["after"]) == set(answers["before_greedy"]) and len(answers["after"]) == 3
