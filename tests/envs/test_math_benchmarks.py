@@ -18,10 +18,11 @@ EXPECTED = {"arith": {"train": 1000, "valid": 200, "test": 200},
             "arith-shift": {"train": 1000, "valid": 200, "test": 200},
             "mmath-en": {"test": 374, "math500": 311, "aime2024": 30, "aime2025": 15,
                          "cnmo": 18}}
+CODE = {"easy-funcs": {"train": 250, "valid": 50, "test": 100}, "humaneval": {"test": 164}}
 
 
 def test_list_benchmarks_sizes():
-    assert list_benchmarks() == EXPECTED
+    assert list_benchmarks() == {**EXPECTED, **CODE}
 
 
 @pytest.mark.parametrize("name", ["arith", "arith-shift"])
@@ -77,7 +78,7 @@ def test_load_benchmark_limit_and_errors():
     tasks, scorer = load_benchmark("arith-shift", "valid", limit=5)
     with scorer:
         assert [t.id for t in tasks] == [f"arith-shift/valid/{i:05d}" for i in range(5)]
-    with pytest.raises(UnknownBenchmark, match="available: arith, arith-shift, mmath-en"):
+    with pytest.raises(UnknownBenchmark, match="available: arith, arith-shift, easy-funcs, humaneval, mmath-en"):
         load_benchmark("gsm8k", "test")
     with pytest.raises(UnknownBenchmark, match="splits: train, valid, test"):
         load_benchmark("arith", "dev")
