@@ -105,7 +105,7 @@ def test_step_needs_reset():
 
 
 def test_unknown_benchmark_and_split():
-    with pytest.raises(UnknownBenchmark, match="available: arith, arith-shift, mmath-en"):
+    with pytest.raises(UnknownBenchmark, match="available: arith, arith-shift, easy-funcs, humaneval, mmath-en"):
         gym.make("deciplane/Math-v0", benchmark="gsm9k")
     with pytest.raises(UnknownBenchmark, match="splits: test, math500"):
         gym.make("deciplane/Math-v0", benchmark="mmath-en", split="train")
