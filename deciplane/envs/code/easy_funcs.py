@@ -37,7 +37,6 @@ SPLIT_SIZES: dict[str, int] = {"train": 250, "valid": 50, "test": 100}
 SPLIT_ORDER = ("test", "valid", "train")
 N_HIDDEN_TESTS = 8
 
-Inputs = Callable[[random.Random], tuple]
 
 
 def _ints(rng: random.Random, lo: int = -9, hi: int = 20, n: tuple[int, int] = (0, 7)) -> list[int]:
