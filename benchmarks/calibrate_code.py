@@ -21,7 +21,7 @@ import torch
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.envs.code.harness import INSTRUCTION, STOP
-from deciplane.trainers.single_turn import generate, generate_texts
+from deciplane.engine.generation import generate, generate_texts
 
 
 def main() -> None:

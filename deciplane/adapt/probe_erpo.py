@@ -44,12 +44,13 @@ from typing import Any, ClassVar, Hashable, Literal, Sequence
 import torch
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, VoteRecord
+from deciplane.engine.budget import Budget
+from deciplane.engine.generation import generate, generate_texts, sample_groups
+from deciplane.engine.logprobs import forward_responses, pad_responses
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
 from deciplane.envs.code.harness import INSTRUCTION, STOP, extract_program, is_probe, run_probes
 from deciplane.errors import ConfigError
-from deciplane.objectives.erpo import ERPOConfig, erpo_advantages, erpo_loss, probe_consensus
-from deciplane.trainers.single_turn import (Budget, Optimizer, aggregation_share, backward,
-                                            forward_responses, generate, generate_texts,
-                                            micro_batches, pad_responses, sample_groups)
+from deciplane.objectives.erpo import ERPOLossConfig, erpo_advantages, erpo_loss, probe_consensus
 from deciplane.types import Trajectory, UnlabeledTask
 
 # ---------------------------------------------------------------------------------------
@@ -344,8 +345,8 @@ class ProbeERPOConfig(AdaptConfig):
             raise ConfigError(f"{n}.probe_timeout_s must be > 0 and memory_mb >= 32")
         self.loss_config()
 
-    def loss_config(self) -> ERPOConfig:
-        return ERPOConfig(fraction=self.fraction, advantage=self.advantage,
+    def loss_config(self) -> ERPOLossConfig:
+        return ERPOLossConfig(fraction=self.fraction, advantage=self.advantage,
                           reinforce_top=self.reinforce_top, eps_low=self.clip_eps,
                           eps_high=self.clip_eps, alpha=self.entropy_alpha, h_max=self.entropy_max)
 
@@ -545,27 +546,28 @@ class ProbeERPO(BaseAdapter):
         return metrics
 
     def _update(self, rows: Sequence[Trajectory], adv_rows: Sequence[float]) -> dict[str, float]:
+        """One engine optimizer step on every candidate row: the ERPO loss is a token mean
+        per micro-batch, normalised over the batch's response tokens (so the policy term
+        is the token mean of the whole batch; the entropy ceiling is applied per
+        micro-batch and token-weighted)."""
         cfg = self.config
-        total_tokens = sum(int(r.turns[0].response_ids.numel()) for r in rows)
-        out: dict[str, float] = {}
-        for mb in micro_batches(len(rows), cfg.micro_batch_size):
+
+        def loss_fn(mb: list[int]) -> MicroLoss:
             prompts = [rows[i].turns[0].prompt_ids for i in mb]
             resps = [rows[i].turns[0].response_ids for i in mb]
             with self.budget.phase("forward"):
                 fwd = forward_responses(self.policy, prompts, resps, with_entropy=True,
                                         temperature=cfg.temperature, budget=self.budget)
+            dev = fwd.logp.device
             old, _ = pad_responses([rows[i].turns[0].response_logprobs for i in mb],
                                    fwd.logp.shape[1])                               # (B, R)
-            adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32,
-                               device=fwd.logp.device)                              # (B,)
-            loss = erpo_loss(self.loss_cfg, fwd.logp, old.to(fwd.logp.device), adv, fwd.mask,
-                             fwd.entropy)
-            share = aggregation_share("token_mean", fwd.mask, total_tokens, len(rows))
-            backward(loss.loss * share, fwd, self.budget)
-            for k, v in loss.metrics.items():
-                out[k] = out.get(k, 0.0) + v * share
-        out["optim/grad_norm"] = self.optimizer.step()
-        return out
+            adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32, device=dev)
+            out = erpo_loss(self.loss_cfg, fwd.logp, old.to(dev), adv, fwd.mask, fwd.entropy)
+            return MicroLoss(task=out.loss, metrics=out.metrics, tokens=fwd.n_tokens)
+
+        weights = [int(r.turns[0].response_ids.numel()) for r in rows]
+        return optimizer_step(self.optimizer, list(range(len(rows))), cfg.micro_batch_size,
+                              loss_fn, Normaliser(weights))
 
 
 __all__ = ["ProbeERPO", "ProbeERPOConfig", "CandidateSet", "parse_signature", "fuzz_value",

@@ -27,11 +27,13 @@ def _count_generation(budget: Budget | None, gens: Sequence) -> None:
 def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature: float = 1.0,
              do_sample: bool = True, num_return_sequences: int = 1, top_p: float = 1.0,
              seed: int | None = None, budget: Budget | None = None,
-             prompts_per_batch: int | None = None, keep_layer: int | None = None) -> list:
+             prompts_per_batch: int | None = None, keep_layer: int | None = None,
+             stop: Sequence[str] | None = None) -> list:
     """:meth:`Policy.generate` in chunks of ``prompts_per_batch`` prompts (all at once when
     ``None``), counted in ``budget``. Returns the generations in prompt-major order with
     ``prompt_index`` relative to ``prompts``. ``keep_layer``: keep each generation's
-    hidden states entering that decoder layer (frozen-trunk caching)."""
+    hidden states entering that decoder layer (frozen-trunk caching). ``stop``: extra
+    strings that end a response (passed to :meth:`Policy.generate` only when given)."""
     prompts = list(prompts)
     step = prompts_per_batch or max(len(prompts), 1)
     out = []
@@ -43,7 +45,8 @@ def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature
                                    do_sample=do_sample, num_return_sequences=num_return_sequences,
                                    top_p=top_p,
                                    seed=None if seed is None else seed + start,
-                                   **({"keep_layer": keep_layer} if keep_layer is not None else {}))
+                                   **({"keep_layer": keep_layer} if keep_layer is not None else {}),
+                                   **({"stop": list(stop)} if stop else {}))
         for g in gens:
             g.prompt_index += start
         _count_generation(budget, gens)
@@ -54,19 +57,20 @@ def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature
 def generate_texts(policy, prompts: Sequence[str], *, max_new_tokens: int,
                    greedy: bool = True, temperature: float = 1.0, top_p: float = 1.0,
                    seed: int | None = None, budget: Budget | None = None,
-                   prompts_per_batch: int | None = 32) -> list[str]:
+                   prompts_per_batch: int | None = 32, stop: Sequence[str] | None = None
+                   ) -> list[str]:
     """One response text per prompt (greedy by default), counted in ``budget``."""
     gens = generate(policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                     do_sample=not greedy, top_p=top_p, seed=seed, budget=budget,
-                    prompts_per_batch=prompts_per_batch)
+                    prompts_per_batch=prompts_per_batch, stop=stop)
     return [g.text for g in gens]
 
 
 def sample_groups(policy, prompts: Sequence[str], *, group_size: int, max_new_tokens: int,
                   temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                   budget: Budget | None = None, group_ids: Sequence[str] | None = None,
-                  prompts_per_batch: int | None = None, keep_layer: int | None = None
-                  ) -> list[list[Trajectory]]:
+                  prompts_per_batch: int | None = None, keep_layer: int | None = None,
+                  stop: Sequence[str] | None = None) -> list[list[Trajectory]]:
     """``group_size`` sampled responses per prompt, as single-turn trajectories.
 
     ``result[i]`` is the group of ``prompts[i]`` (group id ``group_ids[i]`` or ``"i"``);
@@ -84,7 +88,8 @@ def sample_groups(policy, prompts: Sequence[str], *, group_size: int, max_new_to
         raise ConfigError(f"got {len(prompts)} prompts but {len(gids)} group ids; pass one per prompt")
     gens = generate(policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                     do_sample=True, num_return_sequences=group_size, top_p=top_p, seed=seed,
-                    budget=budget, prompts_per_batch=prompts_per_batch, keep_layer=keep_layer)
+                    budget=budget, prompts_per_batch=prompts_per_batch, keep_layer=keep_layer,
+                    stop=stop)
     groups: list[list[Trajectory]] = [[] for _ in prompts]
     for g in gens:
         kept = getattr(g, "boundary_hidden", None)

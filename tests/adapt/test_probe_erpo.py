@@ -20,7 +20,7 @@ from deciplane.adapt.probe_erpo import (consensus_choice, consensus_pcr, fuzz_pr
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.errors import ConfigError
-from deciplane.objectives.erpo import ERPOConfig, erpo_advantages, erpo_loss
+from deciplane.objectives.erpo import ERPOLossConfig, erpo_advantages, erpo_loss
 from deciplane.types import UnlabeledTask
 
 TINY = dict(votes=6, max_new_tokens=12, prompts_per_step=3, max_steps=1, lr=1e-2,
@@ -125,7 +125,7 @@ def test_collapsed_consensus_gets_no_gradient_and_no_positive_reward():
 
 
 def test_entropy_ceiling_in_the_loss_hand_computed():
-    cfg = ERPOConfig(alpha=0.5, h_max=1.0)
+    cfg = ERPOLossConfig(alpha=0.5, h_max=1.0)
     logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
     ent = torch.tensor([[2.0, 3.0], [1.0, 0.0]])      # mean 1.5 -> ceiling 0.5 * 0.5
     mask = torch.ones(2, 2, dtype=torch.bool)
