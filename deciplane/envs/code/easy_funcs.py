@@ -327,19 +327,22 @@ def _check_code(cases: Sequence[tuple[tuple, Any]]) -> str:
 
 
 def make_task(family: Family, rng: random.Random, spec: EasyFuncsSpec = DEFAULT_SPEC) -> Task:
-    """One task of ``family`` drawn with ``rng``: the statement shows ``spec.examples``
-    doctests; the hidden tests are ``spec.n_tests`` other distinct inputs."""
+    """One task of ``family``, its constants drawn with ``rng``. Inputs come from a
+    generator seeded by the task's key, so a task's hidden tests (``spec.n_tests``
+    distinct inputs) do not depend on ``spec.examples``; the statement's doctests are the
+    next ``spec.examples`` distinct inputs."""
     consts, fname, params, returns, doc, ref, inputs = family.make(rng)
+    key = f"{family.name}/{'/'.join(map(str, consts))}"
+    irng = random.Random(f"deciplane/easy-funcs/inputs/{key}")
     seen: list[tuple] = []
     for _ in range(200):
         if len(seen) >= spec.n_tests + spec.examples:
             break
-        args = inputs(rng)
+        args = inputs(irng)
         if args not in seen:
             seen.append(args)
     cases = [(a, ref(*a)) for a in seen]
-    shown, hidden = cases[:spec.examples], cases[spec.examples:]
-    key = f"{family.name}/{'/'.join(map(str, consts))}"
+    hidden, shown = cases[:spec.n_tests], cases[spec.n_tests:]
     return Task(key=key, prompt=_statement(fname, params, returns, doc, shown),
                 entry_point=fname, tests=_check_code(hidden), level=family.level,
                 family=family.name, n_tests=len(hidden))

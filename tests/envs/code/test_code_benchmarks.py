@@ -60,6 +60,10 @@ def test_easy_funcs_deterministic_disjoint_and_levelled():
         assert "check" not in t.prompt
     only1 = easy_funcs.generate(30, "test", easy_funcs.EasyFuncsSpec({1: 1.0}, examples=0))
     assert {t.level for t in only1} == {1} and all(">>>" not in t.prompt for t in only1)
+    # the examples knob changes the statements only: same tasks, same hidden tests
+    ex0 = easy_funcs.generate_splits(easy_funcs.EasyFuncsSpec(examples=0))["test"]
+    assert [t.key for t in ex0] == [t.key for t in a["test"]]
+    assert [t.tests for t in ex0] == [t.tests for t in a["test"]]
 
 
 def test_easy_funcs_solutions_pass_and_wrong_fail_in_the_scorer():
