@@ -31,8 +31,11 @@ KWARGS: dict[str, dict] = {
     "deciplane/Math-v0": {"benchmark": "arith", "split": "test", "limit": 5,
                           "verify_timeout_s": 5.0},
     "deciplane/CodeOpt-v0": {"task_id": "fib", "timer": "cpu", "repeats": 1},
+    "deciplane/CodeGen-v0": {"benchmark": "easy-funcs", "split": "test", "limit": 3,
+                             "timeout_s": 3.0},
 }
-N_CASES: dict[str, int] = {"deciplane/CodeOpt-v0": 24}  # valid text runs in the sandbox
+N_CASES: dict[str, int] = {"deciplane/CodeOpt-v0": 24,   # valid text runs in the sandbox
+                           "deciplane/CodeGen-v0": 24}
 DEFAULT_CASES = 40
 CASE_LIMIT_S = 20.0      # one step; generous for a loaded 2-core machine
 RUN_LIMIT_S = 240.0      # the whole subprocess, construction included

@@ -11,8 +11,10 @@ from gymnasium.error import ResetNeeded
 from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
 from deciplane.envs.code.harness import (DEFAULT_MEMORY_MB, DEFAULT_TEST_TIMEOUT_S,
                                          MAX_PROGRAM_CHARS, extract_program, run_hidden_tests)
-from deciplane.envs.math.verify import check_text
-from deciplane.envs.spaces import ObservationText
+from deciplane.envs.spaces import ObservationText, check_text_action
+from deciplane.errors import InvalidAction, InvalidAnswer
+
+MAX_RESPONSE_CHARS = 1_000_000  # longer is refused unread (an invalid action)
 
 
 class CodeGenEnv(gym.Env[str, str]):
@@ -35,14 +37,18 @@ class CodeGenEnv(gym.Env[str, str]):
         ``spaces.Text``: a model response or program. The program is extracted from it
         (a fenced ```` ```python ```` block defining the entry point, a full function, or
         a body that completes the statement; ``deciplane.envs.code.harness.extract_program``).
-        A non-``str`` action or text that is not valid UTF-8 raises
-        ``deciplane.errors.InvalidAnswer``.
+        Text that cannot be a program — a NUL or another control character (tabs,
+        newlines, carriage returns, vertical tabs and form feeds are fine), a lone
+        surrogate, more than 1,000,000 characters — is refused unrun: reward 0.0,
+        ``info["failure"] = "invalid_action"``, ``info["invalid_action"]`` True and
+        ``info["action_rejected"]`` saying why. A non-``str`` action or bytes that are
+        not UTF-8 raise ``deciplane.errors.InvalidAnswer`` (an ``InvalidAction``).
 
     Reward
         1.0 if the program passes every hidden test, else 0.0. ``info["failure"]`` says
         why: ``passed``, ``wrong_answer`` (an assertion failed), ``runtime_error``,
         ``syntax_error``, ``no_code``, ``timeout``, ``memory``, ``output_limit``,
-        ``killed`` or ``sandbox_error``.
+        ``killed``, ``sandbox_error`` or ``invalid_action``.
 
     Episode end
         ``terminated=True`` after the single step; ``truncated`` is always False.
@@ -56,7 +62,8 @@ class CodeGenEnv(gym.Env[str, str]):
         e.g. ``{"examples": 0}``). ``reset(options={"index": i})`` picks problem ``i``;
         without it the problem is drawn with the environment's RNG. ``info`` carries
         ``task_id``, ``index``, ``entry_point``, ``meta``; after ``step`` also ``failure``,
-        ``passed``, ``detail`` (the tail of the run's stderr) and ``has_code``.
+        ``passed``, ``detail`` (the tail of the run's stderr), ``has_code`` and
+        ``invalid_action`` (with ``action_rejected`` when True).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -119,14 +126,25 @@ class CodeGenEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._current is None:
             raise ResetNeeded("call reset() before step(); CodeGen-v0 episodes are one step")
-        text = check_text(action, "the program (action)")
+        try:
+            checked = check_text_action(action, MAX_RESPONSE_CHARS, what="program (action)",
+                                        program=True)
+        except InvalidAction as exc:
+            raise InvalidAnswer(str(exc)) from None
         item = self._current
         info = self._info()
+        text = checked.text
+        if not checked.ok:
+            info.update(passed=False, failure="invalid_action", detail=checked.problem,
+                        has_code=False, invalid_action=True, action_rejected=checked.problem)
+            self._last = f"{item.prompt}\n> (refused: {checked.problem})"
+            self._current = None
+            return item.prompt, 0.0, True, False, info
         program = extract_program(text, item.prompt, info["entry_point"])
         outcome = run_hidden_tests(self.sandbox, program, item.gold, info["entry_point"],
                                    timeout_s=self.timeout_s, memory_mb=self.memory_mb)
         info.update(passed=outcome.passed, failure=outcome.failure, detail=outcome.detail,
-                    has_code=program is not None)
+                    has_code=program is not None, invalid_action=False)
         self._last = f"{item.prompt}\n> {text}\n{outcome.failure}"
         self._current = None
         return item.prompt, float(outcome.passed), True, False, info

@@ -35,7 +35,8 @@ from typing import Any, Sequence
 
 # Failure kinds of a hidden-test run (info["failure"] in CodeGen-v0).
 FAILURE_KINDS = ("passed", "wrong_answer", "runtime_error", "syntax_error", "no_code",
-                 "timeout", "memory", "output_limit", "killed", "sandbox_error")
+                 "timeout", "memory", "output_limit", "killed", "sandbox_error",
+                 "invalid_action")
 
 DEFAULT_TEST_TIMEOUT_S = 6.0
 

@@ -169,7 +169,11 @@ def test_codegen_env_reward_failure_kind_and_check_env():
     env.reset(options={"index": 0})
     _, r, *_, info = env.step("")
     assert r == 0.0 and info["failure"] == "no_code" and info["has_code"] is False
-    with pytest.raises(Exception, match="text"):
+    env.reset(options={"index": 0})
+    _, r, *_, info = env.step("def f():\n\x00    return 1\n")
+    assert r == 0.0 and info["failure"] == "invalid_action" and "U+0000" in info["action_rejected"]
+    from deciplane.errors import InvalidAction
+    with pytest.raises(InvalidAction, match="text"):
         env.reset(options={"index": 0})
-        env.step(b"bytes")
+        env.step(7)
     assert len(raw) == 5
