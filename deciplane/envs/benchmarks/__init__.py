@@ -21,6 +21,9 @@ Benchmarks
     ``test`` is all 374 problems (in a fixed seeded order, so ``limit=`` takes a mixed
     sample), and ``math500`` / ``aime2024`` / ``aime2025`` / ``cnmo`` are the per-source
     subsets of ``test`` (not disjoint from it).
+    ``humaneval`` (164, ``test``) and ``easy-funcs`` (``train`` 250, ``valid`` 50,
+    ``test`` 100): code, judged by hidden tests run in the sandbox in the scorer's
+    process (registered by :mod:`deciplane.envs.code.benchmarks`; see docs/code.md).
 
 Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, which calls
 :func:`~deciplane.envs.benchmarks.data.load_labeled`; held-out evaluation goes through
