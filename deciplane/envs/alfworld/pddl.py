@@ -56,6 +56,7 @@ _PUT_FEEDBACK = "You put the {o.name} in/on the {r.name}."
 _MOVE_FEEDBACK = "You move the {o.name} to the {r.name}."
 _PUT_CMD = re.compile(r"^put (.+) in/on (.+)$")
 _MOVE_CMD = re.compile(r"^move (.+) to (.+)$")
+_TASK_RULE = re.compile(r"Your task is to: (.*?)\.?\"")
 
 
 def alfworld_data_dir() -> Path:
@@ -183,6 +184,10 @@ class GameData:
         meta = data.get("deciplane") or {}
         task_type = str(meta.get("task_type") or (traj or {}).get("task_type") or "")
         goal = str(meta.get("goal") or "")
+        if not goal:
+            m = _TASK_RULE.search(data["grammar"])
+            if m and m.group(1) != "UNKNOWN GOAL":
+                goal = m.group(1)
         if not goal and traj is not None:
             goal = goal_from_traj(traj)
         return cls(Path(path), data, task_type, goal, command_style(data["grammar"]))
