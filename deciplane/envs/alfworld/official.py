@@ -175,3 +175,28 @@ def _progress_iter(items: list[Path], enabled: bool, split: str) -> Iterator[Pat
         for item in items:
             yield item
             bar.advance(task)
+
+
+def doctor_lines() -> list[str]:
+    """What ``deciplane doctor`` prints about ALFWorld: the packages, the planner, whether
+    the official data is present and which version's put-command template it uses."""
+    from deciplane.envs.alfworld.pddl import COMMAND_STYLES, alfworld_version
+
+    lines = [f"alfworld package: {alfworld_version()}"]
+    try:
+        import fast_downward  # noqa: F401
+
+        lines.append("ALFWorld planner (fast-downward-textworld): yes")
+    except ImportError:
+        lines.append("ALFWorld planner (fast-downward-textworld): no (pip install "
+                     "fast-downward-textworld)")
+    d = describe()
+    if not d["present"]:
+        where = f" ({d['where']} has no {DATA_VERSION}/)" if d["where"] else " (ALFWORLD_DATA unset)"
+        lines.append(f"ALFWorld official data: no{where}; source='auto' uses generated games")
+    else:
+        counts = ", ".join(f"{s} {n}" for s, n in d["splits"].items())
+        styles = ", ".join(COMMAND_STYLES[s] for s in sorted(d["command_styles"])) or "unknown"
+        lines.append(f"ALFWorld official data: yes, {d['where']} ({counts} trial folders); "
+                     f"command templates: {styles}")
+    return lines

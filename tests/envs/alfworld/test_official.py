@@ -103,3 +103,12 @@ def test_describe_reports_presence_counts_and_styles(data_dir):
     d = official.describe(data_dir)
     assert d["present"] and d["splits"]["valid_seen"] == 7 and d["splits"]["train"] == 0
     assert set(d["command_styles"]) <= {"move", "put"} and sum(d["command_styles"].values()) >= 1
+
+
+def test_doctor_says_whether_data_is_present_and_its_command_version(data_dir, monkeypatch):
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    assert any("official data: no (ALFWORLD_DATA unset)" in x for x in official.doctor_lines())
+    monkeypatch.setenv("ALFWORLD_DATA", str(data_dir))
+    line = next(x for x in official.doctor_lines() if "official data" in x)
+    assert line.startswith("ALFWorld official data: yes") and "valid_seen 7" in line
+    assert "move-to (ALFWorld >= 0.4" in line or "put-in/on (ALFWorld < 0.4" in line
