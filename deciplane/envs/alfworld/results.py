@@ -1,0 +1,50 @@
+"""Per-task-type success of ALFWorld evaluations, with 95% Wilson intervals.
+
+``deciplane evaluate --env deciplane/ALFWorld-v0 ... --json report.json`` records every
+episode's game name; ALFWorld game names start with the task type (generated games) or
+its trial folder does (official games: ``<task_type>-<object>-...-<scene>/trial_...``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from deciplane.envs.alfworld.pddl import TASK_TYPES
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (95% by default)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def task_type_of(game_name: str) -> str | None:
+    """The task type a generated or official game's name starts with (else ``None``)."""
+    for t in sorted(TASK_TYPES, key=len, reverse=True):
+        if game_name.startswith(t):
+            return t
+    return None
+
+
+def per_task_type_report(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{task type | "all": {"episodes", "won", "success_rate", "ci95"}}`` of an
+    evaluation report (the dict ``deciplane evaluate --json`` writes)."""
+    groups: dict[str, list[bool]] = {}
+    for ep in report["per_episode"]:
+        t = task_type_of(str(ep["task"])) or "unknown"
+        groups.setdefault(t, []).append(bool(ep["won"]))
+    groups["all"] = [bool(ep["won"]) for ep in report["per_episode"]]
+    out = {}
+    for t in [*TASK_TYPES, "unknown", "all"]:
+        won = groups.get(t)
+        if won:
+            k, n = sum(won), len(won)
+            out[t] = {"episodes": n, "won": k, "success_rate": k / n,
+                      "ci95": wilson_interval(k, n)}
+    return out
