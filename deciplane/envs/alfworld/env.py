@@ -116,7 +116,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
     ## Observation
 
     The game's text (``spaces.Text``): the room and the task (``Your task is to: ...``) at
-    reset, then the feedback of each command. ALFWorld's welcome line is dropped.
+    reset, then the feedback of each command (followed by the task again with
+    ``repeat_goal=True``). ALFWorld's welcome line is dropped.
 
     ## Action
 
@@ -167,6 +168,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
       manifest is built (default: the validation splits only).
     * ``command_style``: ``"move"`` (ALFWorld >= 0.4, default) or ``"put"`` (< 0.4) or
       ``"native"`` (whatever each game file says).
+    * ``repeat_goal`` (False): append ``Your task is to: <goal>.`` to every observation,
+      not only the first (for agents that see only the last few observations).
     * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``action_mode``,
       ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"``/``"human"``),
       ``progress`` (a bar while games are generated or checked).
@@ -180,8 +183,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
                  verify_games: bool | None = None, command_style: str = "move",
                  max_menu: int = 64, max_episode_steps: int | None = None,
                  expert: bool = False, action_mode: str = "menu",
-                 invalid_action_penalty: float = 0.0, render_mode: str | None = None,
-                 progress: bool | None = None) -> None:
+                 invalid_action_penalty: float = 0.0, repeat_goal: bool = False,
+                 render_mode: str | None = None, progress: bool | None = None) -> None:
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
         if int(max_menu) < 1:
@@ -205,6 +208,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
         self.expert = bool(expert)
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
+        self.repeat_goal = bool(repeat_goal)
         self.render_mode = render_mode
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
@@ -266,7 +270,10 @@ class ALFWorldEnv(gym.Env[str, Any]):
         if send:
             won_before = bool(self._state["won"])
             state, _, _ = self._env.step(command)
-            self._observe(state, state.feedback)
+            feedback = state.feedback
+            if self.repeat_goal:
+                feedback = f"{feedback}\n\nYour task is to: {self._game.goal}."
+            self._observe(state, feedback)
             reward = float(bool(state["won"]) and not won_before)
         if invalid:
             self._invalid += 1

@@ -134,3 +134,11 @@ def test_bad_arguments_are_config_errors(small_suites):
     assert e.unwrapped.num_tasks == 2
     with pytest.raises(ConfigError, match="0..1"):
         e.reset(options={"game": 5})
+
+
+def test_repeat_goal_appends_the_task_to_every_observation(small_suites):
+    e = gym.make(ENV_ID, source="generated", split="train", n_games=N_SMALL, repeat_goal=True)
+    obs, info = e.reset(options={"game": 1})
+    obs, r, term, trunc, info = e.step(info["menu"].index("look"))
+    assert obs.endswith(f"\n\nYour task is to: {info['goal']}.")
+    assert obs.startswith("You are in the middle of a room.")
