@@ -21,8 +21,10 @@ from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld
                                                new_pddl_env, resolve_split)
 from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
-from deciplane.envs.text_space import ObservationText
-from deciplane.envs.textworld_env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
+from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
+                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.spaces import ObservationText
+from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
                                           OBS_CHARSET, _as_index, clean_observation,
                                           normalize_command)
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
@@ -116,18 +118,23 @@ class ALFWorldEnv(gym.Env[str, Any]):
     ## Observation
 
     The game's text (``spaces.Text``): the room and the task (``Your task is to: ...``) at
-    reset, then the feedback of each command (followed by the task again with
-    ``repeat_goal=True``). ALFWorld's welcome line is dropped.
+    reset, then the feedback of each command (after the task again with
+    ``task_in_observation=True``). ALFWorld's welcome line is dropped.
 
     ## Action
 
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
-    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted.
+    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted
+    (``menu_order="sorted"``, default) or in a seeded shuffled order
+    (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the menu seed is
+    ``reset(options={"menu_seed": s})``, else the reset seed, else random).
     ``info["action_mask"]`` marks the valid indices. An index outside the space raises
     :class:`deciplane.errors.InvalidAction`; a masked index is an *invalid move*: the game
     does not change, ``info["invalid_action"]`` is True, the observation is repeated and
     the reward is ``invalid_action_penalty``. A state with more than ``max_menu`` commands
-    raises :class:`~deciplane.errors.MenuTooLarge` (never a silently cut menu).
+    raises :class:`~deciplane.errors.MenuTooLarge` naming ``max_menu``, or with
+    ``menu_overflow="page"`` is shown as pages of ``max_menu - 1`` commands whose last
+    slot turns the page (never a silently cut menu).
 
     ``action_mode="text"``: a free command. One that is not admissible is counted invalid
     and answered by the game ("Nothing happens."). A put command written in the other
@@ -150,7 +157,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
     ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``,
     ``invalid_action``, ``invalid_actions``, ``game`` (folder), ``game_name``,
     ``game_index``, ``task_type``, ``goal``, ``source``, ``split``,
-    ``split_fingerprint``, ``command_style`` (the put template the menu uses) and
+    ``split_fingerprint``, ``menu_seed``, ``menu_page``/``menu_pages``, ``command_style`` (the put template the menu uses) and
     ``data_command_style`` (the one the game file was written with: ALFWorld < 0.4 data
     says ``put``; the env rewrites it, explicitly, to ``command_style``), and with
     ``expert=True`` ``expert_action`` (menu index of the planner's next command) and
@@ -168,8 +175,11 @@ class ALFWorldEnv(gym.Env[str, Any]):
       manifest is built (default: the validation splits only).
     * ``command_style``: ``"move"`` (ALFWorld >= 0.4, default) or ``"put"`` (< 0.4) or
       ``"native"`` (whatever each game file says).
-    * ``repeat_goal`` (False): append ``Your task is to: <goal>.`` to every observation,
-      not only the first (for agents that see only the last few observations).
+    * ``task_in_observation`` (False): put ``Your task is to: <goal>.`` and a blank line
+      before every later observation too (the first one always ends with it), for agents
+      that see only the last few observations.
+    * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``; ``menu_overflow``:
+      ``"error"`` (default) or ``"page"`` (see Action).
     * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``action_mode``,
       ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"``/``"human"``),
       ``progress`` (a bar while games are generated or checked).
@@ -183,7 +193,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
                  verify_games: bool | None = None, command_style: str = "move",
                  max_menu: int = 64, max_episode_steps: int | None = None,
                  expert: bool = False, action_mode: str = "menu",
-                 invalid_action_penalty: float = 0.0, repeat_goal: bool = False,
+                 invalid_action_penalty: float = 0.0, task_in_observation: bool = False,
+                 menu_order: str = "sorted", menu_overflow: str = "error",
                  render_mode: str | None = None, progress: bool | None = None) -> None:
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
@@ -196,6 +207,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
         if command_style not in ("move", "put", "native"):
             raise ConfigError(f"command_style must be 'move', 'put' or 'native', got "
                               f"{command_style!r}")
+        check_menu_order(menu_order)
+        check_menu_overflow(menu_overflow, max_menu)
         if progress is None:
             progress = sys.stderr.isatty()
         self.suite = make_suite(source, split, n_games, data_dir, suite_seed, task_types,
@@ -208,7 +221,12 @@ class ALFWorldEnv(gym.Env[str, Any]):
         self.expert = bool(expert)
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
-        self.repeat_goal = bool(repeat_goal)
+        self.task_in_observation = bool(task_in_observation)
+        self.menu_order, self.menu_overflow = menu_order, menu_overflow
+        self._arranger = MenuArranger(menu_order)
+        self._menu_seed = 0
+        self._actions: tuple[str, ...] = ()
+        self._page, self._pages = 0, 1
         self.render_mode = render_mode
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
@@ -250,6 +268,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
             index = int(self._order[self._pos])
             self._pos += 1
         self._game_index = index
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
+        self._arranger.start_episode(self._menu_seed)
         self._env, self._game, self._style = self._load(index)
         state = self._env.reset()
         self._steps, self._invalid, self._done = 0, 0, False
@@ -261,8 +281,13 @@ class ALFWorldEnv(gym.Env[str, Any]):
             raise GameError("step() after the episode ended; call reset() first")
         translated = None
         if self.action_mode == "menu":
-            command = self._command_from_index(action)
+            index = _as_index(action)
+            command = self._command_from_index(index)
             send, invalid = command is not None, command is None
+            if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
+                self._page = (self._page + 1) % self._pages
+                self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+                send = False
         else:
             command, send, invalid, translated = self._command_from_text(action)
         self._steps += 1
@@ -271,8 +296,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
             won_before = bool(self._state["won"])
             state, _, _ = self._env.step(command)
             feedback = state.feedback
-            if self.repeat_goal:
-                feedback = f"{feedback}\n\nYour task is to: {self._game.goal}."
+            if self.task_in_observation:
+                feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
             self._observe(state, feedback)
             reward = float(bool(state["won"]) and not won_before)
         if invalid:
@@ -360,26 +385,31 @@ class ALFWorldEnv(gym.Env[str, Any]):
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
         self._obs = clean_observation(obs)
-        self._menu = self._build_menu(state["admissible_commands"] or ())
-        self._lookup = None
+        self._build_menu(state["admissible_commands"] or ())
 
-    def _build_menu(self, commands: Sequence[str]) -> Menu:
-        """The one place a menu is built (the hook for a menu-order policy)."""
-        actions = sorted(commands)
+    def _build_menu(self, commands: Sequence[str]) -> None:
+        """The one place a menu is built: the env's order (:mod:`deciplane.envs.menus`),
+        then the whole menu, its first page, or ``MenuTooLarge``."""
+        actions = self._arranger.arrange(list(commands))
+        self._actions, self._page, self._pages, self._lookup = actions, 0, 1, None
         if len(actions) > self.max_menu and not self._state["won"]:
-            raise MenuTooLarge(
-                f"{self.suite.names[self._game_index]} offers {len(actions)} actions but "
-                f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
-                "(gym.make(..., max_menu=N))")
-        return Menu(tuple(actions[: self.max_menu]))
+            if self.menu_overflow == "error":
+                raise MenuTooLarge(
+                    f"{self.suite.names[self._game_index]} offers {len(actions)} actions but "
+                    f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
+                    "(gym.make(..., max_menu=N)) or menu_overflow='page' (a second-level menu)")
+            self._pages = page_count(len(actions), self.max_menu)
+            self._menu = Menu(menu_page(actions, 0, self.max_menu))
+        else:
+            self._menu = Menu(tuple(actions[: self.max_menu]))
 
     def _index_of(self, command: str) -> int:
+        """Position of ``command`` among all admissible commands (-1: not admissible)."""
         if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._menu.actions)}
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
         return self._lookup.get(command, -1)
 
-    def _command_from_index(self, action: Any) -> str | None:
-        index = _as_index(action)
+    def _command_from_index(self, index: int) -> str | None:
         if not 0 <= index < self.max_menu:
             raise InvalidAction(
                 f"action {index} is outside the action space Discrete({self.max_menu}); the "
@@ -430,6 +460,9 @@ class ALFWorldEnv(gym.Env[str, Any]):
             "source": self.source,
             "split": self.split,
             "split_fingerprint": self.suite.fingerprint,
+            "menu_seed": self._menu_seed,
+            "menu_page": self._page,
+            "menu_pages": self._pages,
             "command_style": self._style,
             "data_command_style": game.style,
         }
@@ -437,8 +470,12 @@ class ALFWorldEnv(gym.Env[str, Any]):
             policy = state["policy_commands"] or ()
             if policy and not won:
                 info["expert_command"] = policy[0]
-                index = self._index_of(policy[0])
-                if index >= 0:
+                pos = self._index_of(policy[0])
+                if pos >= 0:
+                    index = index_on_page(pos, self._page, self._pages, self.max_menu)
+                    if index < 0:  # on another page: the expert turns the page
+                        index = len(self._menu) - 1
+                        info["expert_command"] = self._menu.actions[index]
                     info["expert_action"] = index
         return info
 

@@ -136,9 +136,35 @@ def test_bad_arguments_are_config_errors(small_suites):
         e.reset(options={"game": 5})
 
 
-def test_repeat_goal_appends_the_task_to_every_observation(small_suites):
-    e = gym.make(ENV_ID, source="generated", split="train", n_games=N_SMALL, repeat_goal=True)
+def test_task_in_observation_puts_the_task_before_every_observation(small_suites):
+    e = gym.make(ENV_ID, source="generated", split="train", n_games=N_SMALL,
+                 task_in_observation=True)
     obs, info = e.reset(options={"game": 1})
+    assert obs.count("Your task is to:") == 1
     obs, r, term, trunc, info = e.step(info["menu"].index("look"))
-    assert obs.endswith(f"\n\nYour task is to: {info['goal']}.")
-    assert obs.startswith("You are in the middle of a room.")
+    assert obs.startswith(f"Your task is to: {info['goal']}.\n\nYou are in the middle of")
+
+
+def test_shuffled_menu_is_seeded_and_the_expert_follows_it(small_suites):
+    kw = dict(source="generated", split="train", n_games=N_SMALL, expert=True)
+    e = gym.make(ENV_ID, menu_order="shuffled", **kw)
+    obs, a = e.reset(seed=0)
+    obs, b = e.reset(seed=0)
+    obs, c = e.reset(seed=0, options={"menu_seed": 5})
+    assert a["menu"] == b["menu"] and set(a["menu"].actions) == set(c["menu"].actions)
+    assert a["menu"] != c["menu"] and a["menu_seed"] == 0 and c["menu_seed"] == 5
+    assert list(a["menu"].actions) != sorted(a["menu"].actions)
+    assert a["menu"][a["expert_action"]] == a["expert_command"]
+
+
+def test_menu_overflow_page_shows_pages_and_the_expert_still_wins(small_suites):
+    e = gym.make(ENV_ID, source="generated", split="train", n_games=N_SMALL, expert=True,
+                 max_menu=6, menu_overflow="page")
+    obs, info = e.reset(options={"game": 0})
+    assert info["menu_pages"] > 1 and len(info["menu"]) == 6
+    assert info["menu"][5] == "(show more actions)"
+    while True:
+        obs, r, term, trunc, info = e.step(info["expert_action"])
+        if term or trunc:
+            break
+    assert info["won"] and term
