@@ -7,21 +7,10 @@ its trial folder does (official games: ``<task_type>-<object>-...-<scene>/trial_
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 from deciplane.envs.alfworld.pddl import TASK_TYPES
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of ``k`` successes in ``n`` trials (95% by default)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+from deciplane.stats import wilson_interval
 
 
 def task_type_of(game_name: str) -> str | None:

@@ -65,16 +65,6 @@ def test_strip_welcome_and_per_task_type():
     assert out["look_at_obj_in_light"]["success_rate"] == 1.0
 
 
-def test_wilson_interval_matches_hand_computed_values():
-    from deciplane.envs.alfworld.results import wilson_interval
-
-    lo, hi = wilson_interval(5, 10)  # p=0.5, z=1.96: 0.5 -+ 0.3137.../1.3841...
-    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
-    lo, hi = wilson_interval(0, 10)  # centre = z^2/20 / (1 + z^2/10) = half-width
-    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-
-
 def test_per_task_type_report_groups_episodes_by_game_name():
     from deciplane.envs.alfworld.results import per_task_type_report, task_type_of
 
@@ -88,3 +78,5 @@ def test_per_task_type_report_groups_episodes_by_game_name():
     assert out["pick_and_place_simple"]["won"] == 1 and out["pick_and_place_simple"]["episodes"] == 2
     assert out["all"]["success_rate"] == pytest.approx(2 / 3)
     assert "pick_two_obj_and_place" not in out
+    lo, hi = out["pick_and_place_simple"]["ci95"]  # Wilson, 1 of 2: 0.5 -+ 0.4055
+    assert lo == pytest.approx(0.0945, abs=1e-3) and hi == pytest.approx(0.9055, abs=1e-3)
