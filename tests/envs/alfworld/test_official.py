@@ -112,3 +112,14 @@ def test_doctor_says_whether_data_is_present_and_its_command_version(data_dir, m
     line = next(x for x in official.doctor_lines() if "official data" in x)
     assert line.startswith("ALFWorld official data: yes") and "valid_seen 7" in line
     assert "move-to (ALFWorld >= 0.4" in line or "put-in/on (ALFWorld < 0.4" in line
+
+
+def test_doctor_command_prints_the_alfworld_lines(data_dir, monkeypatch):
+    from typer.testing import CliRunner
+
+    from deciplane.cli import app
+
+    monkeypatch.setenv("ALFWORLD_DATA", str(data_dir))
+    out = CliRunner().invoke(app, ["doctor"])
+    assert "ALFWorld planner (fast-downward-textworld): yes" in out.output
+    assert "ALFWorld official data: yes" in out.output
