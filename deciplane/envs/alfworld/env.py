@@ -86,7 +86,9 @@ def make_suite(source: str = "auto", split: str = "train", n_games: int | None =
                         + (f"; skipped: {manifest.get('skipped', [])[:3]}" if source == "official" else ""))
     from deciplane.utils import fingerprint
 
-    fp = fingerprint({g["name"]: f"{g['sha256']}:{g['traj_sha256']}" for g in games})
+    # the source is part of the fingerprint, so every report that records it says which ran
+    fp = source + "-" + fingerprint({g["name"]: f"{g['sha256']}:{g['traj_sha256']}"
+                                     for g in games})
     return ALFWorldSuite(source, split, tuple(root / g["folder"] for g in games),
                          tuple(g["name"] for g in games), tuple(g["task_type"] for g in games),
                          manifest, fp)
@@ -157,7 +159,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
     ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``,
     ``invalid_action``, ``invalid_actions``, ``game`` (folder), ``game_name``,
     ``game_index``, ``task_type``, ``goal``, ``source``, ``split``,
-    ``split_fingerprint``, ``menu_seed``, ``menu_page``/``menu_pages``, ``command_style`` (the put template the menu uses) and
+    ``split_fingerprint`` (``"generated-<hash>"`` or ``"official-<hash>"``: the source is
+    part of it, so every evaluation report and training summary records it), ``menu_seed``, ``menu_page``/``menu_pages``, ``command_style`` (the put template the menu uses) and
     ``data_command_style`` (the one the game file was written with: ALFWorld < 0.4 data
     says ``put``; the env rewrites it, explicitly, to ``command_style``), and with
     ``expert=True`` ``expert_action`` (menu index of the planner's next command) and

@@ -76,6 +76,7 @@ def test_auto_source_plays_the_official_games_and_names_the_version(data_dir, mo
     for i in range(3):
         obs, info = env.reset(options={"game": i})
         assert info["source"] == "official" and "UNKNOWN GOAL" not in obs
+        assert info["split_fingerprint"].startswith("official-")
         assert info["command_style"] == "move"
         while True:
             obs, r, term, trunc, info = env.step(info["expert_action"])
