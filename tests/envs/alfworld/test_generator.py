@@ -77,6 +77,7 @@ def test_expert_solves_every_small_test_game_of_each_type(small_suites):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # generates the 60 games first: ~15 min on a loaded 2-core machine
 def test_expert_solves_every_default_valid_unseen_game():
     """The default held-out split (60 games, 10 per type) is won by the expert."""
     env = gym.make("deciplane/ALFWorld-v0", source="generated", split="valid_unseen",
