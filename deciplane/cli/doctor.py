@@ -38,6 +38,10 @@ def doctor_cmd() -> None:
     for key in ("ray", "accelerate"):
         ok, why = rep[key]
         console.print(f"{key}: {'yes' if ok else 'no'} ({why})")
+    from deciplane.envs.alfworld.official import doctor_lines
+
+    for line in doctor_lines():  # ALFWorld-v0: packages, planner, official data + version
+        console.print(line, highlight=False)
     if not rep["auto"]:
         raise typer.Exit(1)
 

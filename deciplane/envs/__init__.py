@@ -29,6 +29,10 @@ _BUILTIN = {
         "deciplane.envs.twx.env:TextWorldExpressEnv",
         "TextWorld-Express games (cookingworld, twc, coin, ...; needs Java); valid actions as a menu",
     ),
+    "deciplane/ALFWorld-v0": (
+        "deciplane.envs.alfworld.env:ALFWorldEnv",
+        "ALFWorld household games (official data or generated offline); legal actions as a menu",
+    ),
     "deciplane/Math-v0": (
         "deciplane.envs.math.env:MathEnv",
         "math word problems; action = answer text; reward from math-verify",
@@ -98,7 +102,8 @@ def make(id: str, **kwargs: Any) -> gym.Env:
 
 
 # gym.make wraps these in TimeLimit (overridable: gym.make(id, max_episode_steps=N))
-_BUILTIN_LIMITS = {"deciplane/TextWorld-v0": 100, "deciplane/TextWorldExpress-v0": 100}
+_BUILTIN_LIMITS = {"deciplane/TextWorld-v0": 100, "deciplane/TextWorldExpress-v0": 100,
+                   "deciplane/ALFWorld-v0": 50}
 for _id, (_ep, _desc) in _BUILTIN.items():
     register(_id, _ep, _desc, max_episode_steps=_BUILTIN_LIMITS.get(_id))
 _load_plugins()
@@ -113,6 +118,7 @@ _LAZY = {
     "HeldOutScorer": "deciplane.envs.benchmarks.scorer",
     "TextWorldEnv": "deciplane.envs.textworld.env",
     "TextWorldExpressEnv": "deciplane.envs.twx.env",
+    "ALFWorldEnv": "deciplane.envs.alfworld.env",
     "MathEnv": "deciplane.envs.math.env",
     "CodeOptEnv": "deciplane.envs.codeopt.env",
     "CodeGenEnv": "deciplane.envs.code.env",

@@ -161,6 +161,11 @@ class EnvSuite:
             for s in range(0, len(seeds), batch):
                 part = seeds[s:s + batch]
                 vec = self._vector(split, len(part))
+                if split not in self._fps:  # envs with their own suites (ALFWorld, ...)
+                    try:
+                        self._fps[split] = str(vec.get_attr("split_fingerprint")[0])
+                    except Exception:  # noqa: BLE001 - an env without a fingerprint
+                        pass
                 with torch.no_grad():
                     _, st = collect(agent, vec, part, 1, self.cfg.max_episode_steps, seed=0)
                 for k in ("env_steps", "episodes", "won", "invalid", "length_sum"):

@@ -1,0 +1,505 @@
+"""``deciplane/ALFWorld-v0``: ALFWorld's household text games with their legal actions as
+a menu — the official games when ``$ALFWORLD_DATA`` has them, generated ones otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from deciplane.envs.alfworld import official
+from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld_suite,
+                                               new_pddl_env, resolve_split)
+from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
+                                          restyle_grammar, translate_command, with_goal)
+from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
+                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.spaces import ObservationText
+from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
+                                          OBS_CHARSET, _as_index, clean_observation,
+                                          normalize_command)
+from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
+from deciplane.types import Menu
+
+SOURCES = ("auto", "official", "generated")
+DEFAULT_GENERATED_GAMES = {"train": 120, "valid_seen": 60, "valid_unseen": 60}
+_WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
+_GAME_CACHE_SIZE = 16  # loaded games kept per env (a load costs ~0.3 s)
+
+
+@dataclass(frozen=True)
+class ALFWorldSuite:
+    """The games of one split: their folders, names, task types, and the manifest."""
+
+    source: str
+    split: str
+    folders: tuple[Path, ...]
+    names: tuple[str, ...]
+    task_types: tuple[str, ...]
+    manifest: dict[str, Any]
+    fingerprint: str
+
+    def __len__(self) -> int:
+        return len(self.folders)
+
+
+def make_suite(source: str = "auto", split: str = "train", n_games: int | None = None,
+               data_dir: str | os.PathLike | None = None, seed: int = 0,
+               task_types: Sequence[str] | None = None, verify: bool | None = None,
+               progress: bool = False) -> ALFWorldSuite:
+    """The games of ``split`` from ``source`` (see :class:`ALFWorldEnv`)."""
+    if source not in SOURCES:
+        raise ConfigError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    split = resolve_split(split)
+    if source == "auto":
+        source = "official" if official.data_root(data_dir) is not None else "generated"
+    if source == "official":
+        if verify is None:
+            verify = split != "train"  # the 3553 training games take ~20 min to load once
+        manifest = official.official_manifest(split, data_dir, verify=verify, progress=progress)
+        root = Path(manifest["root"])
+        games = manifest["games"]
+        if n_games is not None:
+            games = games[: int(n_games)]
+    else:
+        n = DEFAULT_GENERATED_GAMES[split] if n_games is None else int(n_games)
+        manifest = make_alfworld_suite(split, n, seed=seed, progress=progress)
+        root = Path(manifest["root"])
+        games = manifest["games"]
+    if task_types is not None:
+        unknown = sorted(set(task_types) - set(TASK_TYPES))
+        if unknown:
+            raise ConfigError(f"unknown task types {unknown}; known: {', '.join(TASK_TYPES)}")
+        games = [g for g in games if g["task_type"] in set(task_types)]
+    if not games:
+        raise GameError(f"the {source} {split} split has no playable games"
+                        + (f" of types {list(task_types)}" if task_types else "")
+                        + (f"; skipped: {manifest.get('skipped', [])[:3]}" if source == "official" else ""))
+    from deciplane.utils import fingerprint
+
+    # the source is part of the fingerprint, so every report that records it says which ran
+    fp = source + "-" + fingerprint({g["name"]: f"{g['sha256']}:{g['traj_sha256']}"
+                                     for g in games})
+    return ALFWorldSuite(source, split, tuple(root / g["folder"] for g in games),
+                         tuple(g["name"] for g in games), tuple(g["task_type"] for g in games),
+                         manifest, fp)
+
+
+class ALFWorldEnv(gym.Env[str, Any]):
+    """ALFWorld's household text games (pick, look, clean, heat, cool, pick two) as menus.
+
+    ## Description
+
+    Each episode plays one ALFWorld game: a room of receptacles and objects and a goal of
+    one of ALFWorld's six task types (``pick_and_place_simple``, ``look_at_obj_in_light``,
+    ``pick_clean_then_place_in_recep``, ``pick_heat_then_place_in_recep``,
+    ``pick_cool_then_place_in_recep``, ``pick_two_obj_and_place``), played by TextWorld's
+    PDDL engine. ``source="official"`` plays the ALFWorld release found in
+    ``$ALFWORLD_DATA`` (``json_2.1.1/<split>``; each split has a manifest: file hashes,
+    counts per task type, every game left out with the reason); ``source="generated"``
+    plays games deciplane generates offline over ALFWorld's domain and vocabulary
+    (deterministic, cached, each checked solvable); ``source="auto"`` (default) takes the
+    official data when it is there, else generated games. ``info["source"]`` says which.
+    Splits: ``train``, ``valid_seen``, ``valid_unseen`` (``test`` is ``valid_unseen``,
+    ``valid`` is ``valid_seen``); generated ``valid_unseen`` games use room layouts that
+    no ``train``/``valid_seen`` game uses.
+
+    ``reset(seed=s)`` plays game ``s % num_tasks``; ``reset(options={"game": i})`` (or
+    ``{"task": i}``) plays game ``i`` (an index or a name). Without either, games come in
+    a shuffled order that covers the suite before repeating.
+
+    ## Observation
+
+    The game's text (``spaces.Text``): the room and the task (``Your task is to: ...``) at
+    reset, then the feedback of each command (after the task again with
+    ``task_in_observation=True``). ALFWorld's welcome line is dropped.
+
+    ## Action
+
+    ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
+    ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted
+    (``menu_order="sorted"``, default) or in a seeded shuffled order
+    (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the menu seed is
+    ``reset(options={"menu_seed": s})``, else the reset seed, else random).
+    ``info["action_mask"]`` marks the valid indices. An index outside the space raises
+    :class:`deciplane.errors.InvalidAction`; a masked index is an *invalid move*: the game
+    does not change, ``info["invalid_action"]`` is True, the observation is repeated and
+    the reward is ``invalid_action_penalty``. A state with more than ``max_menu`` commands
+    raises :class:`~deciplane.errors.MenuTooLarge` naming ``max_menu``, or with
+    ``menu_overflow="page"`` is shown as pages of ``max_menu - 1`` commands whose last
+    slot turns the page (never a silently cut menu).
+
+    ``action_mode="text"``: a free command. One that is not admissible is counted invalid
+    and answered by the game ("Nothing happens."). A put command written in the other
+    ALFWorld version's template (``put X in/on Y`` vs ``move X to Y``) is rewritten to the
+    env's ``command_style`` and ``info["translated_command"]`` says so.
+
+    ## Reward
+
+    1.0 on the step that wins the game, else 0, plus ``invalid_action_penalty`` on an
+    invalid action.
+
+    ## Episode end
+
+    ``terminated`` when the goal is reached (ALFWorld games cannot be lost); ``truncated``
+    after ``max_episode_steps`` steps (``gym.make`` applies a ``TimeLimit`` of 50 steps,
+    ALFWorld's own budget, unless ``gym.make(..., max_episode_steps=N)``).
+
+    ## Info
+
+    ``menu``, ``action_mask``, ``won``, ``lost``, ``score``, ``max_score``, ``moves``,
+    ``invalid_action``, ``invalid_actions``, ``game`` (folder), ``game_name``,
+    ``game_index``, ``task_type``, ``goal``, ``source``, ``split``,
+    ``split_fingerprint`` (``"generated-<hash>"`` or ``"official-<hash>"``: the source is
+    part of it, so every evaluation report and training summary records it), ``menu_seed``, ``menu_page``/``menu_pages``, ``command_style`` (the put template the menu uses) and
+    ``data_command_style`` (the one the game file was written with: ALFWorld < 0.4 data
+    says ``put``; the env rewrites it, explicitly, to ``command_style``), and with
+    ``expert=True`` ``expert_action`` (menu index of the planner's next command) and
+    ``expert_command``.
+
+    ## Arguments
+
+    * ``source``: ``"auto"`` | ``"official"`` | ``"generated"``; ``data_dir``: the
+      official data folder (default ``$ALFWORLD_DATA``).
+    * ``split``: ``train`` | ``valid_seen`` | ``valid_unseen`` (| ``test`` | ``valid``).
+    * ``n_games``: games of the split (generated: default 120 train, 60 per validation
+      split, balanced over the six types; official: the first ``n`` of the manifest,
+      default all); ``task_types``: keep only these types; ``suite_seed``: another family
+      of generated games; ``verify_games``: load every official game once when the
+      manifest is built (default: the validation splits only).
+    * ``command_style``: ``"move"`` (ALFWorld >= 0.4, default) or ``"put"`` (< 0.4) or
+      ``"native"`` (whatever each game file says).
+    * ``task_in_observation`` (False): put ``Your task is to: <goal>.`` and a blank line
+      before every later observation too (the first one always ends with it), for agents
+      that see only the last few observations.
+    * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``; ``menu_overflow``:
+      ``"error"`` (default) or ``"page"`` (see Action).
+    * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``action_mode``,
+      ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"``/``"human"``),
+      ``progress`` (a bar while games are generated or checked).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(self, source: str = "auto", split: str = "train", n_games: int | None = None,
+                 data_dir: str | os.PathLike | None = None,
+                 task_types: Sequence[str] | None = None, suite_seed: int = 0,
+                 verify_games: bool | None = None, command_style: str = "move",
+                 max_menu: int = 64, max_episode_steps: int | None = None,
+                 expert: bool = False, action_mode: str = "menu",
+                 invalid_action_penalty: float = 0.0, task_in_observation: bool = False,
+                 menu_order: str = "sorted", menu_overflow: str = "error",
+                 render_mode: str | None = None, progress: bool | None = None) -> None:
+        if action_mode not in ("menu", "text"):
+            raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
+        if int(max_menu) < 1:
+            raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
+        if max_episode_steps is not None and int(max_episode_steps) < 1:
+            raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        if render_mode not in (None, "ansi", "human"):
+            raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
+        if command_style not in ("move", "put", "native"):
+            raise ConfigError(f"command_style must be 'move', 'put' or 'native', got "
+                              f"{command_style!r}")
+        check_menu_order(menu_order)
+        check_menu_overflow(menu_overflow, max_menu)
+        if progress is None:
+            progress = sys.stderr.isatty()
+        self.suite = make_suite(source, split, n_games, data_dir, suite_seed, task_types,
+                                verify_games, progress)
+        self.source = self.suite.source
+        self.split = self.suite.split
+        self.command_style = command_style
+        self.max_menu = int(max_menu)
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self.expert = bool(expert)
+        self.action_mode = action_mode
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.task_in_observation = bool(task_in_observation)
+        self.menu_order, self.menu_overflow = menu_order, menu_overflow
+        self._arranger = MenuArranger(menu_order)
+        self._menu_seed = 0
+        self._actions: tuple[str, ...] = ()
+        self._page, self._pages = 0, 1
+        self.render_mode = render_mode
+        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
+                                                 charset=OBS_CHARSET)
+        if action_mode == "menu":
+            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
+        else:
+            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
+                                            charset=COMMAND_CHARSET)
+        self._games: OrderedDict[int, tuple[Any, GameData, str]] = OrderedDict()
+        self._order: np.ndarray | None = None
+        self._pos = 0
+        self._env: Any = None
+        self._game: GameData | None = None
+        self._style = "move"
+        self._game_index = -1
+        self._obs = ""
+        self._menu = Menu(())
+        self._lookup: dict[str, int] | None = None
+        self._state: Any = None
+        self._steps = 0
+        self._invalid = 0
+        self._done = True
+
+    # ---- gymnasium API ------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        n = len(self.suite)
+        game = (options or {}).get("game", (options or {}).get("task"))
+        if game is not None:
+            index = self._game_from_option(game)
+        elif seed is not None:
+            index = int(seed) % n
+            self._order, self._pos = self.np_random.permutation(n), 0
+        else:
+            if self._order is None or self._pos >= len(self._order):
+                self._order, self._pos = self.np_random.permutation(n), 0
+            index = int(self._order[self._pos])
+            self._pos += 1
+        self._game_index = index
+        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
+        self._arranger.start_episode(self._menu_seed)
+        self._env, self._game, self._style = self._load(index)
+        state = self._env.reset()
+        self._steps, self._invalid, self._done = 0, 0, False
+        self._observe(state, strip_welcome(state.feedback))
+        return self._obs, self._info(invalid=False)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._done:
+            raise GameError("step() after the episode ended; call reset() first")
+        translated = None
+        if self.action_mode == "menu":
+            index = _as_index(action)
+            command = self._command_from_index(index)
+            send, invalid = command is not None, command is None
+            if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
+                self._page = (self._page + 1) % self._pages
+                self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+                send = False
+        else:
+            command, send, invalid, translated = self._command_from_text(action)
+        self._steps += 1
+        reward = 0.0
+        if send:
+            won_before = bool(self._state["won"])
+            state, _, _ = self._env.step(command)
+            feedback = state.feedback
+            if self.task_in_observation:
+                feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
+            self._observe(state, feedback)
+            reward = float(bool(state["won"]) and not won_before)
+        if invalid:
+            self._invalid += 1
+            reward += self.invalid_action_penalty
+        won = bool(self._state["won"])
+        limit = self.max_episode_steps
+        truncated = not won and limit is not None and self._steps >= limit
+        self._done = won or truncated
+        info = self._info(invalid=invalid)
+        if translated is not None:
+            info["translated_command"] = translated
+        return self._obs, reward, won, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._obs
+        if self.render_mode == "human":
+            print(self._obs)
+        return None
+
+    def close(self) -> None:
+        self._games.clear()
+        self._env = None
+        super().close()
+
+    # ---- properties for evaluators ------------------------------------------------------
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of games in the suite (``reset(options={"game": i})`` plays game ``i``)."""
+        return len(self.suite)
+
+    @property
+    def split_fingerprint(self) -> str:
+        return self.suite.fingerprint
+
+    @property
+    def menu(self) -> Menu:
+        return self._menu
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _game_from_option(self, game: Any) -> int:
+        n = len(self.suite)
+        if isinstance(game, (int, np.integer)) and not isinstance(game, bool):
+            if not 0 <= int(game) < n:
+                raise ConfigError(f"options['game']={game} but the suite has {n} games "
+                                  f"(0..{n - 1})")
+            return int(game)
+        key = str(game)
+        for i, (name, folder) in enumerate(zip(self.suite.names, self.suite.folders)):
+            if key in (name, str(folder)):
+                return i
+        raise ConfigError(f"options['game']={game!r} is not in the suite; pass an index "
+                          f"0..{n - 1} or one of: {', '.join(self.suite.names[:10])}")
+
+    def _load(self, index: int) -> tuple[Any, GameData, str]:
+        """A loaded PDDL env for game ``index`` (kept in a small LRU cache)."""
+        hit = self._games.get(index)
+        if hit is not None:
+            self._games.move_to_end(index)
+            return hit
+        folder = self.suite.folders[index]
+        traj_path = folder / "traj_data.json"
+        try:
+            traj = json.loads(traj_path.read_text()) if traj_path.is_file() else None
+            game = GameData.read(folder / "game.tw-pddl", traj)
+            style = game.style if self.command_style == "native" else self.command_style
+            data = dict(game.data)
+            data["grammar"] = with_goal(restyle_grammar(data["grammar"], style), game.goal)
+            env = new_pddl_env(expert=self.expert)
+            load_game(env, data)
+        except GameError:
+            raise
+        except Exception as e:  # noqa: BLE001 - anything the PDDL engine raises on load
+            raise GameError(f"ALFWorld game {str(folder)!r} does not load ({type(e).__name__}: "
+                            f"{e}); remove it or regenerate it") from e
+        hit = (env, game, style)
+        self._games[index] = hit
+        if len(self._games) > _GAME_CACHE_SIZE:
+            self._games.popitem(last=False)
+        return hit
+
+    def _observe(self, state: Any, obs: str) -> None:
+        self._state = state
+        self._obs = clean_observation(obs)
+        self._build_menu(state["admissible_commands"] or ())
+
+    def _build_menu(self, commands: Sequence[str]) -> None:
+        """The one place a menu is built: the env's order (:mod:`deciplane.envs.menus`),
+        then the whole menu, its first page, or ``MenuTooLarge``."""
+        actions = self._arranger.arrange(list(commands))
+        self._actions, self._page, self._pages, self._lookup = actions, 0, 1, None
+        if len(actions) > self.max_menu and not self._state["won"]:
+            if self.menu_overflow == "error":
+                raise MenuTooLarge(
+                    f"{self.suite.names[self._game_index]} offers {len(actions)} actions but "
+                    f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
+                    "(gym.make(..., max_menu=N)) or menu_overflow='page' (a second-level menu)")
+            self._pages = page_count(len(actions), self.max_menu)
+            self._menu = Menu(menu_page(actions, 0, self.max_menu))
+        else:
+            self._menu = Menu(tuple(actions[: self.max_menu]))
+
+    def _index_of(self, command: str) -> int:
+        """Position of ``command`` among all admissible commands (-1: not admissible)."""
+        if self._lookup is None:
+            self._lookup = {c: i for i, c in enumerate(self._actions)}
+        return self._lookup.get(command, -1)
+
+    def _command_from_index(self, index: int) -> str | None:
+        if not 0 <= index < self.max_menu:
+            raise InvalidAction(
+                f"action {index} is outside the action space Discrete({self.max_menu}); the "
+                f"current menu has {len(self._menu)} actions, valid indices are "
+                f"0..{len(self._menu) - 1} (see info['action_mask'])")
+        if index >= len(self._menu):
+            return None
+        return self._menu.actions[index]
+
+    def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
+        if isinstance(action, bytes):
+            try:
+                action = action.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
+        if not isinstance(action, str):
+            raise InvalidAction(f"action_mode='text' takes a command string, got "
+                                f"{type(action).__name__}; use action_mode='menu' for indices")
+        command = normalize_command(action)
+        if not command or len(command.encode()) > MAX_COMMAND_CHARS:
+            return command, False, True, None
+        translated = None
+        if self._index_of(command) < 0:
+            other = translate_command(command, self._style)
+            if other is not None:
+                translated, command = f"{command} -> {other}", other
+        return command, True, self._index_of(command) < 0, translated
+
+    def _info(self, invalid: bool) -> dict[str, Any]:
+        state, game = self._state, self._game
+        assert game is not None
+        won = bool(state["won"])
+        info = {
+            "menu": self._menu,
+            "action_mask": self._menu.mask(self.max_menu),
+            "won": won,
+            "lost": False,
+            "score": int(won),
+            "max_score": 1,
+            "moves": self._steps,
+            "invalid_action": invalid,
+            "invalid_actions": self._invalid,
+            "game": str(self.suite.folders[self._game_index]),
+            "game_name": self.suite.names[self._game_index],
+            "game_index": self._game_index,
+            "task_type": game.task_type,
+            "goal": game.goal,
+            "source": self.source,
+            "split": self.split,
+            "split_fingerprint": self.suite.fingerprint,
+            "menu_seed": self._menu_seed,
+            "menu_page": self._page,
+            "menu_pages": self._pages,
+            "command_style": self._style,
+            "data_command_style": game.style,
+        }
+        if self.expert:
+            policy = state["policy_commands"] or ()
+            if policy and not won:
+                info["expert_command"] = policy[0]
+                pos = self._index_of(policy[0])
+                if pos >= 0:
+                    index = index_on_page(pos, self._page, self._pages, self.max_menu)
+                    if index < 0:  # on another page: the expert turns the page
+                        index = len(self._menu) - 1
+                        info["expert_command"] = self._menu.actions[index]
+                    info["expert_action"] = index
+        return info
+
+
+def strip_welcome(text: str) -> str:
+    """The reset text without ALFWorld's ``-= Welcome to TextWorld, ALFRED! =-`` line."""
+    if text.startswith(_WELCOME):
+        return text[len(_WELCOME):].lstrip("\n")
+    return text
+
+
+def per_task_type(results: Sequence[Any], task_types: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Success per task type: ``{type: {"episodes", "won", "success_rate"}}`` from
+    per-episode results (anything with a ``won`` attribute) and their task types."""
+    out: dict[str, dict[str, float]] = {}
+    for t in TASK_TYPES:
+        won = [bool(r.won) for r, tt in zip(results, task_types) if tt == t]
+        if won:
+            out[t] = {"episodes": len(won), "won": sum(won), "success_rate": sum(won) / len(won)}
+    return out
+
+
+__all__ = ["ALFWorldEnv", "ALFWorldSuite", "make_suite", "per_task_type", "strip_welcome",
+           "SOURCES", "COMMAND_STYLES", "ALIASES"]
