@@ -1,0 +1,185 @@
+"""``rg:<family>``: procedurally generated tasks from `reasoning-gym` (PyPI
+``reasoning-gym``, Apache-2.0), scored by reasoning-gym's own ``score_answer``.
+
+``load_benchmark("rg:chain_sum", "test", limit=64, min_terms=2, max_terms=2)``: every
+keyword goes to the family's reasoning-gym config (on the CLI ``--benchmark-arg
+KEY=VALUE``). Nothing is downloaded: the generators run locally.
+
+Splits
+    ``test`` (200), ``valid`` (100), ``train`` (500), drawn from one seeded stream per
+    family and parameter set: the generator's items are taken in order, any question
+    already used is skipped, and the first 200 distinct questions make ``test``, the
+    next 100 ``valid``, the next 500 ``train`` -- so the splits are disjoint by question
+    text and ``test`` is the cheapest to build. A family whose parameters allow fewer
+    distinct questions gets smaller splits (at most :data:`MAX_DRAWS_FACTOR` draws per
+    wanted question are tried).
+
+Isolation
+    The gold and reasoning-gym's ``metadata`` (which often repeats the answer, e.g.
+    ``total_legs``) live only in :class:`RGItem` objects, which only the scorer's process
+    builds; the public ``meta`` of a task is ``{"family": ...}``. The judge
+    (:func:`judge_rg`) calls the family's ``score_answer(answer, entry)`` there and counts
+    an answer right when it scores 1.0 (reasoning-gym gives partial credit, e.g. to an
+    answer that merely contains the gold; that is not a correct answer here).
+
+``reasoning_gym`` is imported only inside the loader and the judge (its import takes a
+couple of seconds and loads every family).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from deciplane.envs.benchmarks.data import Benchmark, LabeledItem, register_benchmark
+from deciplane.errors import UnknownBenchmark
+
+SPLIT_SIZES: dict[str, int] = {"test": 200, "valid": 100, "train": 500}
+"""Split sizes, in the order the splits are drawn from the stream."""
+MAX_DRAWS_FACTOR = 4
+"""At most this many generator draws per wanted question (duplicates are skipped)."""
+
+
+@dataclass(frozen=True)
+class RGItem(LabeledItem):
+    """A reasoning-gym task with its gold and the full reasoning-gym entry (question,
+    answer, metadata) that ``score_answer`` needs; built only in the scorer's process
+    (``entry`` is not part of the public ``meta``)."""
+
+    entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    dataset: Any = field(default=None, compare=False, repr=False)
+    """The reasoning-gym dataset that generated ``entry`` (its ``score_answer`` judges)."""
+
+
+def family_of(name: str) -> str:
+    """``"rg:chain_sum"`` -> ``"chain_sum"`` (an error for a bare ``"rg"``)."""
+    head, _, family = name.partition(":")
+    if head != "rg" or not family:
+        raise UnknownBenchmark(f"reasoning-gym benchmarks are named 'rg:<family>', got {name!r}; "
+                               "e.g. rg:chain_sum (`deciplane benchmarks` lists the families)")
+    return family
+
+
+def _rg():
+    try:
+        import reasoning_gym  # noqa: F401
+        from reasoning_gym.factory import DATASETS
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        raise UnknownBenchmark("rg:<family> benchmarks need the PyPI package reasoning-gym: "
+                               "pip install 'deciplane[rg]' (or pip install reasoning-gym)") from exc
+    return DATASETS
+
+
+def families() -> list[str]:
+    """Every reasoning-gym family name (imports reasoning_gym)."""
+    return sorted(_rg())
+
+
+def stream_seed(family: str, params: dict[str, Any]) -> int:
+    """The generator seed of a family and parameter set (stable across runs)."""
+    blob = json.dumps([family, params], sort_keys=True, default=str)
+    return int(hashlib.sha256(f"deciplane/rg/{blob}".encode()).hexdigest()[:8], 16)
+
+
+def make_dataset(family: str, params: dict[str, Any], size: int, seed: int):
+    """reasoning-gym's dataset object for ``family`` (typed errors for unknown names and
+    options)."""
+    import dataclasses
+
+    datasets = _rg()
+    if family not in datasets:
+        near = [f for f in datasets if family.split("_")[0] in f][:8]
+        raise UnknownBenchmark(f"reasoning-gym has no family {family!r}"
+                               + (f"; similar: {', '.join(near)}" if near else "")
+                               + f" ({len(datasets)} families: `deciplane benchmarks` lists them)")
+    cls, config_cls = datasets[family]
+    allowed = {f.name for f in dataclasses.fields(config_cls)} - {"seed", "size"}
+    bad = sorted(set(params) - allowed)
+    if bad:
+        raise UnknownBenchmark(f"rg:{family} has no option {', '.join(map(repr, bad))}; its "
+                               f"options: {', '.join(sorted(allowed))}")
+    try:
+        config = config_cls(**params, seed=seed, size=size)
+        if hasattr(config, "validate"):
+            config.validate()
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise UnknownBenchmark(f"rg:{family} rejected the options {params}: {exc}") from None
+    return cls(config=config)
+
+
+def draw_splits(family: str, params: dict[str, Any], upto: str = "train"
+                ) -> tuple[dict[str, list[dict[str, Any]]], Any]:
+    """``({split: [reasoning-gym entry, ...]}, dataset)`` for the splits up to ``upto``
+    in draw order (test, valid, train): distinct questions from one seeded stream."""
+    order = list(SPLIT_SIZES)
+    wanted = order[:order.index(upto) + 1]
+    need = sum(SPLIT_SIZES[s] for s in wanted)
+    max_draws = need * MAX_DRAWS_FACTOR
+    ds = make_dataset(family, params, size=max_draws, seed=stream_seed(family, params))
+    seen: set[str] = set()
+    out: dict[str, list[dict[str, Any]]] = {s: [] for s in wanted}
+    split_i = 0
+    for idx in range(max_draws):
+        entry = ds[idx]
+        q = entry["question"]
+        if q in seen:
+            continue
+        seen.add(q)
+        out[wanted[split_i]].append(entry)
+        if len(out[wanted[split_i]]) == SPLIT_SIZES[wanted[split_i]]:
+            split_i += 1
+            if split_i == len(wanted):
+                break
+    return out, ds
+
+
+def load_rg(name: str, split: str, **params: Any) -> tuple[list[LabeledItem], str]:
+    """The loader of the table entry ``rg`` (scorer process / training envs only)."""
+    import reasoning_gym
+
+    family = family_of(name)
+    drawn, ds = draw_splits(family, params, upto=split)
+    entries = drawn[split]
+    if not entries:
+        raise UnknownBenchmark(f"rg:{family} with options {params} produced no task for split "
+                               f"{split!r}; loosen the options (fewer distinct questions exist)")
+    items: list[LabeledItem] = [
+        RGItem(id=f"{name}/{split}/{i:05d}", prompt=e["question"], gold=str(e["answer"]),
+               meta={"family": family}, entry=e, dataset=ds)
+        for i, e in enumerate(entries)]
+    source = json.dumps({"reasoning_gym": reasoning_gym.__version__, "family": family,
+                         "params": params}, sort_keys=True, default=str)
+    return items, source
+
+
+def score_one(answer: str | None, item: LabeledItem) -> float:
+    """reasoning-gym's ``score_answer`` of one answer (its own float in [0, 1])."""
+    if not isinstance(item, RGItem):
+        raise TypeError(f"judge_rg scores RGItem objects (from the rg loader), got "
+                        f"{type(item).__name__}")
+    ans = None if answer is None else str(answer).strip()
+    return float(item.dataset.score_answer(ans, item.entry))
+
+
+def judge_rg(pairs: Sequence[tuple[str, LabeledItem]]) -> list[bool]:
+    """Right iff reasoning-gym's ``score_answer`` gives 1.0 (runs in the scorer's process)."""
+    return [score_one(a, it) >= 1.0 - 1e-9 for a, it in pairs]
+
+
+def rg_sizes(name: str) -> dict[str, int]:
+    """Nominal split sizes (the listing does not draw every family)."""
+    return dict(SPLIT_SIZES)
+
+
+register_benchmark(Benchmark(
+    "rg", "reasoning-gym families as rg:<family> (e.g. rg:chain_sum, rg:basic_arithmetic, "
+          "rg:leg_counting); options via --benchmark-arg KEY=VALUE; scored by score_answer",
+    splits=lambda name: tuple(SPLIT_SIZES), load=load_rg,
+    judge="deciplane.envs.benchmarks.rg:judge_rg", prefix=True, sizes=rg_sizes,
+    members=lambda: [f"rg:{f}" for f in families()]))
+
+
+__all__ = ["RGItem", "SPLIT_SIZES", "families", "load_rg", "judge_rg", "score_one",
+           "draw_splits", "make_dataset", "family_of"]
