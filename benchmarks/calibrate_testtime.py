@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8, help="prompts per sampling call")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="JSON file for the rows (and a .md beside it)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --out (same settings) and measure only the missing candidates")
     args = ap.parse_args()
 
     import torch
@@ -137,10 +139,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     policy = load_policy(args.model)
     rows: list[dict[str, Any]] = []
+    if args.resume and args.out and args.out.is_file():
+        old = json.loads(args.out.read_text())
+        same = all(old["meta"].get(k) == getattr(args, k) for k in
+                   ("model", "split", "n", "samples", "max_new_tokens", "temperature", "seed"))
+        if not same:
+            raise SystemExit(f"--resume: {args.out} was measured with other settings: {old['meta']}")
+        rows = list(old["rows"])
+    done = {r["spec"] for r in rows}
     t0 = time.time()
     with Progress() as bar:
-        task = bar.add_task("calibrating", total=len(args.candidates))
-        for spec in args.candidates:
+        todo = [c for c in args.candidates if c not in done]
+        task = bar.add_task("calibrating", total=len(todo))
+        for spec in todo:
             r = measure(policy, spec, split=args.split, n=args.n, samples=args.samples,
                         max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                         seed=args.seed, batch=args.batch)
