@@ -13,7 +13,6 @@ from deciplane.envs import load_benchmark
 from deciplane.envs.benchmarks import data, list_benchmarks
 from deciplane.errors import ScorerError, UnknownBenchmark
 
-pytest.importorskip("reasoning_gym")
 
 ROOT = Path(__file__).resolve().parents[2]
 EASY = {"min_terms": 2, "max_terms": 2, "max_digits": 1}

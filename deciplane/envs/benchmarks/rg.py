@@ -68,7 +68,7 @@ def _rg():
         from reasoning_gym.factory import DATASETS
     except ImportError as exc:  # pragma: no cover - dependency missing
         raise UnknownBenchmark("rg:<family> benchmarks need the PyPI package reasoning-gym: "
-                               "pip install 'deciplane[rg]' (or pip install reasoning-gym)") from exc
+                               "pip install reasoning-gym") from exc
     return DATASETS
 
 
