@@ -262,6 +262,8 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         variant = getattr(config, "variant", None)
         if callable(variant):
             summary["variant"] = variant()
+        if getattr(config, "NOTE", None):
+            summary["method_note"] = config.NOTE
         summary["after"]["ci95"] = accuracy_interval(after.n_correct, after.count)
         if getattr(adapter, "final_answer_tokens", None) is not None:
             summary["mean_output_tokens"] = round(adapter.final_answer_tokens / max(n, 1), 2)

@@ -185,6 +185,9 @@ class TASCOConfig(AdaptConfig):
     """Ignored by TASCO (the base model is frozen; only the prefix trains)."""
 
     PAPER: ClassVar[dict[str, Any]] = {}
+    NOTE: ClassVar[str] = ("TASCO here is paper-inspired: the loss (entropy + mu * KL under prefix "
+                           "perturbations) follows the paper's idea, every parameter value and the "
+                           "SAM direction (entropy gradient) are ours")
 
     def validate(self) -> None:
         super().validate()

@@ -238,6 +238,7 @@ def test_cli_tasco_on_a_reasoning_gym_family_writes_summary(tmp_path):
     assert res.exit_code == 0, res.output
     s = json.loads((out / "summary.json").read_text())
     assert s["method"] == "tasco" and s["variant"] == "sam perturbation"
+    assert "paper-inspired" in s["method_note"] and "ours" in s["method_note"]
     assert s["benchmark_args"] == {"max_terms": 2, "max_digits": 1}
     assert s["base_weights_unchanged"] is True
     maj = s["baselines"]["majority_vote_equal_budget"]
