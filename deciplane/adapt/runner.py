@@ -100,30 +100,23 @@ def _score_dict(report) -> dict[str, Any]:
             "missing": report.n_missing}
 
 
-def accuracy_interval(k: int, n: int, z: float = 1.96) -> list[float]:
-    """Wilson 95% interval of an accuracy ``k / n``."""
-    if n <= 0:
-        return [0.0, 0.0]
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return [round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4)]
+def accuracy_interval(k: int, n: int) -> list[float]:
+    """Wilson 95% interval of an accuracy ``k / n`` (:func:`deciplane.evaluation.stats.wilson_interval`)."""
+    from deciplane.evaluation.stats import wilson_interval
+
+    return [round(x, 4) for x in wilson_interval(k, n)]
 
 
-def paired_difference(a: dict[str, bool], b: dict[str, bool], z: float = 1.96) -> dict[str, Any]:
-    """``acc(a) - acc(b)`` on the same tasks with a 95% normal interval of the mean of the
-    per-task differences (``a``/``b``: ``{task_id: correct}``, same ids)."""
+def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
+    """A (the adapted answers) vs B (a baseline) on the same tasks: the difference of
+    accuracies with the Bonett-Price 95% interval and the exact McNemar p
+    (:func:`deciplane.evaluation.stats.paired_difference`)."""
+    from deciplane.evaluation.stats import paired_difference
+
     ids = sorted(a)
     if set(ids) != set(b):
         raise ValueError("paired comparison needs the same task ids on both sides")
-    d = [float(a[i]) - float(b[i]) for i in ids]
-    n = len(d)
-    mean = sum(d) / n if n else 0.0
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
-    half = z * math.sqrt(var / n) if n else 0.0
-    return {"diff": round(mean, 4), "ci95": [round(mean - half, 4), round(mean + half, 4)],
-            "n": n, "wins": sum(x > 0 for x in d), "losses": sum(x < 0 for x in d)}
+    return _jsonable(paired_difference([a[i] for i in ids], [b[i] for i in ids]).to_dict())
 
 
 def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = "test",
@@ -292,8 +285,8 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                                                "mean_output_tokens_per_sample": round(
                                                    m["budget"]["generated_tokens"] / max(m["budget"]["samples"], 1), 2)},
             }
-            paired = {"no_adaptation_greedy": paired_difference(after.correct, before.correct),
-                      "majority_vote_equal_budget": paired_difference(after.correct, majority.correct)}
+            paired = {"no_adaptation_greedy": paired_vs(after.correct, before.correct),
+                      "majority_vote_equal_budget": paired_vs(after.correct, majority.correct)}
             if bon:
                 best = scorer.score(bon)
                 summary["baselines"]["best_of_n_equal_budget"] = {
@@ -301,7 +294,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                     "ci95": accuracy_interval(best.n_correct, best.count),
                     "selection": "highest mean token log-prob of the sample (no gold)",
                     "note": "the same samples as majority_vote_equal_budget"}
-                paired["best_of_n_equal_budget"] = paired_difference(after.correct, best.correct)
+                paired["best_of_n_equal_budget"] = paired_vs(after.correct, best.correct)
             summary["paired_vs_baselines"] = paired
             summary["baseline_budget"] = base_budget.as_dict()
             if config.final_answer == "greedy":

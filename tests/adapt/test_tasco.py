@@ -9,7 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from deciplane.adapt.runner import accuracy_interval, paired_difference
+from deciplane.adapt.runner import accuracy_interval, paired_vs
 from deciplane.adapt.tasco import (TASCO, PrefixModel, TASCOConfig, best_of_n_index,
                                    forward_token_equivalents, instability, prefix_cache,
                                    weights_sha256)
@@ -203,14 +203,15 @@ def test_compute_accounting_and_selection_helpers():
     assert best_of_n_index([-1.0, -0.2, -0.1], ["3", "4", None]) == 1
     assert best_of_n_index([-1.0, -1.0], ["3", "4"]) == 0
     assert best_of_n_index([-1.0], [None]) is None
-    assert accuracy_interval(0, 0) == [0.0, 0.0]
+    assert accuracy_interval(0, 0) == [0.0, 1.0]
     lo, hi = accuracy_interval(50, 100)            # Wilson: 0.5 +- 0.0962
     assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
-    d = paired_difference({"a": True, "b": True, "c": False, "d": False},
-                          {"a": False, "b": True, "c": False, "d": True})
-    # differences (1, 0, 0, -1): mean 0, sd sqrt(2/3), half-width 1.96 * sqrt(2/3) / 2
-    assert d["diff"] == 0.0 and d["wins"] == 1 and d["losses"] == 1
-    assert d["ci95"][1] == pytest.approx(1.96 * math.sqrt(2 / 3) / 2, abs=1e-4)
+    d = paired_vs({"a": True, "b": True, "c": False, "d": False},
+                  {"d": True, "c": False, "b": True, "a": False})      # paired by id, not order
+    assert (d["both"], d["only_a"], d["only_b"], d["neither"]) == (1, 1, 1, 1)
+    assert d["difference"] == 0.0 and d["mcnemar_p"] == 1.0 and not d["a_better_95"]
+    with pytest.raises(ValueError, match="same task ids"):
+        paired_vs({"a": True}, {"b": True})
 
 
 def test_config_errors_name_the_field():
@@ -249,6 +250,6 @@ def test_cli_tasco_on_a_reasoning_gym_family_writes_summary(tmp_path):
     assert maj["votes_per_task"] == max(1, round(s["forward_token_equivalents"] / greedy_fte))
     assert s["baselines"]["best_of_n_equal_budget"]["n_per_task"] == maj["votes_per_task"]
     for name in ("no_adaptation_greedy", "majority_vote_equal_budget", "best_of_n_equal_budget"):
-        assert set(s["paired_vs_baselines"][name]) >= {"diff", "ci95", "n"}
+        assert set(s["paired_vs_baselines"][name]) >= {"difference", "ci95", "n", "mcnemar_p"}
     assert len(s["after"]["ci95"]) == 2 and s["mean_output_tokens"] > 0
     assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
