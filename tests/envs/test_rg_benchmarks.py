@@ -37,6 +37,19 @@ def test_splits_are_disjoint_seeded_and_fingerprinted():
     assert set(test[0].meta) == {"family", "benchmark", "split"}
 
 
+def test_small_families_get_proportional_disjoint_splits():
+    from deciplane.envs.benchmarks.rg import split_sizes
+
+    assert split_sizes(800) == split_sizes(5000) == {"test": 200, "valid": 100, "train": 500}
+    assert split_sizes(200) == {"test": 50, "valid": 25, "train": 125}
+    assert split_sizes(3) == {"test": 1, "valid": 1, "train": 1}
+    assert split_sizes(0) == {"test": 0, "valid": 0, "train": 0}
+    got = {s: data.load_labeled("rg:chain_sum", s, **EASY)[0] for s in ("test", "valid", "train")}
+    assert {s: len(v) for s, v in got.items()} == {"test": 50, "valid": 25, "train": 125}
+    qs = [{it.prompt for it in v} for v in got.values()]
+    assert len(qs[0] | qs[1] | qs[2]) == 200
+
+
 def test_scorer_agrees_with_score_answer_on_gold_and_perturbed_answers():
     from deciplane.envs.benchmarks.rg import judge_rg, score_one
 

@@ -10,9 +10,9 @@ Splits
     family and parameter set: the generator's items are taken in order, any question
     already used is skipped, and the first 200 distinct questions make ``test``, the
     next 100 ``valid``, the next 500 ``train`` -- so the splits are disjoint by question
-    text and ``test`` is the cheapest to build. A family whose parameters allow fewer
-    distinct questions gets smaller splits (at most :data:`MAX_DRAWS_FACTOR` draws per
-    wanted question are tried).
+    text. Parameters that allow fewer than 800 distinct questions (within
+    :data:`MAX_DRAWS_FACTOR` x 800 draws) give proportionally smaller splits (e.g.
+    ``rg:chain_sum`` with two 1-digit terms has 200: test 50, valid 25, train 125).
 
 Isolation
     The gold and reasoning-gym's ``metadata`` (which often repeats the answer, e.g.
@@ -109,38 +109,55 @@ def make_dataset(family: str, params: dict[str, Any], size: int, seed: int):
     return cls(config=config)
 
 
-def draw_splits(family: str, params: dict[str, Any], upto: str = "train"
-                ) -> tuple[dict[str, list[dict[str, Any]]], Any]:
-    """``({split: [reasoning-gym entry, ...]}, dataset)`` for the splits up to ``upto``
-    in draw order (test, valid, train): distinct questions from one seeded stream."""
-    order = list(SPLIT_SIZES)
-    wanted = order[:order.index(upto) + 1]
-    need = sum(SPLIT_SIZES[s] for s in wanted)
-    max_draws = need * MAX_DRAWS_FACTOR
+def split_sizes(n_distinct: int) -> dict[str, int]:
+    """Split sizes for a stream with ``n_distinct`` distinct questions: the nominal
+    :data:`SPLIT_SIZES` when there are enough, else the same proportions of what exists
+    (test first; every split keeps at least one question when there are 3 or more)."""
+    total = sum(SPLIT_SIZES.values())
+    if n_distinct >= total:
+        return dict(SPLIT_SIZES)
+    names = list(SPLIT_SIZES)
+    sizes = {s: (n_distinct * SPLIT_SIZES[s]) // total for s in names}
+    if n_distinct >= len(names):
+        for s in names:
+            sizes[s] = max(sizes[s], 1)
+    sizes[names[-1]] = n_distinct - sum(sizes[s] for s in names[:-1])
+    return sizes
+
+
+def draw_splits(family: str, params: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], Any]:
+    """``({split: [reasoning-gym entry, ...]}, dataset)``: distinct questions from one
+    seeded stream, cut in draw order into test, valid, train (:func:`split_sizes`)."""
+    total = sum(SPLIT_SIZES.values())
+    max_draws = total * MAX_DRAWS_FACTOR
     ds = make_dataset(family, params, size=max_draws, seed=stream_seed(family, params))
     seen: set[str] = set()
-    out: dict[str, list[dict[str, Any]]] = {s: [] for s in wanted}
-    split_i = 0
+    distinct: list[dict[str, Any]] = []
     for idx in range(max_draws):
         entry = ds[idx]
-        q = entry["question"]
-        if q in seen:
+        if entry["question"] in seen:
             continue
-        seen.add(q)
-        out[wanted[split_i]].append(entry)
-        if len(out[wanted[split_i]]) == SPLIT_SIZES[wanted[split_i]]:
-            split_i += 1
-            if split_i == len(wanted):
-                break
+        seen.add(entry["question"])
+        distinct.append(entry)
+        if len(distinct) == total:
+            break
+    out: dict[str, list[dict[str, Any]]] = {}
+    start = 0
+    for split, n in split_sizes(len(distinct)).items():
+        out[split] = distinct[start:start + n]
+        start += n
     return out, ds
 
 
-def load_rg(name: str, split: str, **params: Any) -> tuple[list[LabeledItem], str]:
-    """The loader of the table entry ``rg`` (scorer process / training envs only)."""
+def load_rg(name: str, split: str, family: str | None = None, **params: Any
+            ) -> tuple[list[LabeledItem], str]:
+    """The loader of the table entry ``rg`` (scorer process / training envs only);
+    ``family`` is given for a fixed-parameter entry (:func:`register_fixed`), else it
+    comes from ``name``."""
     import reasoning_gym
 
-    family = family_of(name)
-    drawn, ds = draw_splits(family, params, upto=split)
+    family = family or family_of(name)
+    drawn, ds = draw_splits(family, params)
     entries = drawn[split]
     if not entries:
         raise UnknownBenchmark(f"rg:{family} with options {params} produced no task for split "
@@ -171,6 +188,19 @@ def judge_rg(pairs: Sequence[tuple[str, LabeledItem]]) -> list[bool]:
 def rg_sizes(name: str) -> dict[str, int]:
     """Nominal split sizes (the listing does not draw every family)."""
     return dict(SPLIT_SIZES)
+
+
+def register_fixed(name: str, family: str, params: dict[str, Any], description: str) -> None:
+    """Register ``name`` as reasoning-gym ``family`` with fixed ``params`` (a calibrated
+    benchmark: its own name, ids and fingerprint; ``load_benchmark`` options are added
+    to, and may override, ``params``)."""
+    fixed = dict(params)
+
+    def load(bench_name: str, split: str, **extra: Any):
+        return load_rg(bench_name, split, family=family, **{**fixed, **extra})
+
+    register_benchmark(Benchmark(name, description, splits=lambda n: tuple(SPLIT_SIZES), load=load,
+                                 judge="deciplane.envs.benchmarks.rg:judge_rg", sizes=rg_sizes))
 
 
 register_benchmark(Benchmark(
