@@ -50,6 +50,23 @@ def test_small_families_get_proportional_disjoint_splits():
     assert len(qs[0] | qs[1] | qs[2]) == 200
 
 
+def test_the_calibrated_default_is_every_one_digit_product_in_one_test_split():
+    items, fp = data.load_labeled("products-1d", "test")
+    assert len(items) == len({it.prompt for it in items}) == 100
+    assert items[0].id == "products-1d/test/00000" and data.split_names("products-1d") == ("test",)
+    pairs = {tuple(sorted(it.entry["question"].split(":")[1].split(".")[0].strip().split(" * ")))
+             for it in items}
+    assert len({p for p in pairs}) == 55            # a*b and b*a for a, b in 0..9
+    assert all(str(int(a) * int(b)) == it.gold for it in items
+               for a, b in [it.entry["question"].split(":")[1].split(".")[0].strip().split(" * ")])
+    with pytest.raises(UnknownBenchmark, match="no split 'train'"):
+        load_benchmark("products-1d", "train")
+    # the first questions are those of rg:products with the same options (same stream)
+    same, _ = data.load_labeled("rg:products", "test", min_terms=2, max_terms=2, min_digits=1,
+                                max_digits=1)
+    assert [it.prompt for it in same] == [it.prompt for it in items[:len(same)]]
+
+
 def test_scorer_agrees_with_score_answer_on_gold_and_perturbed_answers():
     from deciplane.envs.benchmarks.rg import judge_rg, score_one
 

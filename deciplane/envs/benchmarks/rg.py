@@ -125,9 +125,9 @@ def split_sizes(n_distinct: int) -> dict[str, int]:
     return sizes
 
 
-def draw_splits(family: str, params: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], Any]:
-    """``({split: [reasoning-gym entry, ...]}, dataset)``: distinct questions from one
-    seeded stream, cut in draw order into test, valid, train (:func:`split_sizes`)."""
+def distinct_entries(family: str, params: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    """``([entry, ...], dataset)``: the first (up to 800) distinct questions of the seeded
+    stream of ``family`` with ``params``, in draw order."""
     total = sum(SPLIT_SIZES.values())
     max_draws = total * MAX_DRAWS_FACTOR
     ds = make_dataset(family, params, size=max_draws, seed=stream_seed(family, params))
@@ -141,6 +141,13 @@ def draw_splits(family: str, params: dict[str, Any]) -> tuple[dict[str, list[dic
         distinct.append(entry)
         if len(distinct) == total:
             break
+    return distinct, ds
+
+
+def draw_splits(family: str, params: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], Any]:
+    """``({split: [reasoning-gym entry, ...]}, dataset)``: distinct questions from one
+    seeded stream, cut in draw order into test, valid, train (:func:`split_sizes`)."""
+    distinct, ds = distinct_entries(family, params)
     out: dict[str, list[dict[str, Any]]] = {}
     start = 0
     for split, n in split_sizes(len(distinct)).items():
@@ -149,16 +156,21 @@ def draw_splits(family: str, params: dict[str, Any]) -> tuple[dict[str, list[dic
     return out, ds
 
 
-def load_rg(name: str, split: str, family: str | None = None, **params: Any
-            ) -> tuple[list[LabeledItem], str]:
+def load_rg(name: str, split: str, family: str | None = None, test_only: bool = False,
+            **params: Any) -> tuple[list[LabeledItem], str]:
     """The loader of the table entry ``rg`` (scorer process / training envs only);
     ``family`` is given for a fixed-parameter entry (:func:`register_fixed`), else it
     comes from ``name``."""
     import reasoning_gym
 
     family = family or family_of(name)
-    drawn, ds = draw_splits(family, params)
-    entries = drawn[split]
+    if test_only:
+        if split != "test":
+            raise UnknownBenchmark(f"{name} has only a test split")
+        entries, ds = distinct_entries(family, params)
+    else:
+        drawn, ds = draw_splits(family, params)
+        entries = drawn[split]
     if not entries:
         raise UnknownBenchmark(f"rg:{family} with options {params} produced no task for split "
                                f"{split!r}; loosen the options (fewer distinct questions exist)")
@@ -167,7 +179,7 @@ def load_rg(name: str, split: str, family: str | None = None, **params: Any
                meta={"family": family}, entry=e, dataset=ds)
         for i, e in enumerate(entries)]
     source = json.dumps({"reasoning_gym": reasoning_gym.__version__, "family": family,
-                         "params": params}, sort_keys=True, default=str)
+                         "params": params, "test_only": test_only}, sort_keys=True, default=str)
     return items, source
 
 
@@ -190,17 +202,21 @@ def rg_sizes(name: str) -> dict[str, int]:
     return dict(SPLIT_SIZES)
 
 
-def register_fixed(name: str, family: str, params: dict[str, Any], description: str) -> None:
+def register_fixed(name: str, family: str, params: dict[str, Any], description: str, *,
+                   test_only: bool = False) -> None:
     """Register ``name`` as reasoning-gym ``family`` with fixed ``params`` (a calibrated
     benchmark: its own name, ids and fingerprint; ``load_benchmark`` options are added
-    to, and may override, ``params``)."""
+    to, and may override, ``params``). ``test_only``: a test-time benchmark whose single
+    split ``test`` is every distinct question (up to 800) of a small family."""
     fixed = dict(params)
 
     def load(bench_name: str, split: str, **extra: Any):
-        return load_rg(bench_name, split, family=family, **{**fixed, **extra})
+        return load_rg(bench_name, split, family=family, test_only=test_only,
+                       **{**fixed, **extra})
 
-    register_benchmark(Benchmark(name, description, splits=lambda n: tuple(SPLIT_SIZES), load=load,
-                                 judge="deciplane.envs.benchmarks.rg:judge_rg", sizes=rg_sizes))
+    splits = ("test",) if test_only else tuple(SPLIT_SIZES)
+    register_benchmark(Benchmark(name, description, splits=lambda n: splits, load=load,
+                                 judge="deciplane.envs.benchmarks.rg:judge_rg"))
 
 
 register_benchmark(Benchmark(
@@ -211,5 +227,12 @@ register_benchmark(Benchmark(
     members=lambda: [f"rg:{f}" for f in families()]))
 
 
+PRODUCTS_1D = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+register_fixed("products-1d", "products", PRODUCTS_1D,
+               "reasoning-gym products of two 1-digit numbers, all 100 (test only): the "
+               "calibrated test-time default (docs/testtime_benchmarks.md)", test_only=True)
+
+
 __all__ = ["RGItem", "SPLIT_SIZES", "families", "load_rg", "judge_rg", "score_one",
-           "draw_splits", "make_dataset", "family_of"]
+           "draw_splits", "distinct_entries", "split_sizes", "make_dataset", "family_of",
+           "register_fixed", "PRODUCTS_1D"]
