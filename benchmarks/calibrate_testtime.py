@@ -68,7 +68,8 @@ def measure(policy, spec: str, *, split: str, n: int, samples: int, max_new_toke
             temperature: float, seed: int, batch: int) -> dict[str, Any]:
     from deciplane.adapt.base import extract, vote
     from deciplane.envs import load_benchmark
-    from deciplane.trainers.single_turn import Budget, generate
+    from deciplane.engine.budget import Budget
+    from deciplane.engine.generation import generate
 
     name, params = parse_candidate(spec)
     tasks, scorer = load_benchmark(name, split, limit=n, **params)

@@ -101,8 +101,8 @@ def _score_dict(report) -> dict[str, Any]:
 
 
 def accuracy_interval(k: int, n: int) -> list[float]:
-    """Wilson 95% interval of an accuracy ``k / n`` (:func:`deciplane.evaluation.stats.wilson_interval`)."""
-    from deciplane.evaluation.stats import wilson_interval
+    """Wilson 95% interval of an accuracy ``k / n`` (:func:`deciplane.stats.wilson_interval`)."""
+    from deciplane.stats import wilson_interval
 
     return [round(x, 4) for x in wilson_interval(k, n)]
 
@@ -110,8 +110,8 @@ def accuracy_interval(k: int, n: int) -> list[float]:
 def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
     """A (the adapted answers) vs B (a baseline) on the same tasks: the difference of
     accuracies with the Bonett-Price 95% interval and the exact McNemar p
-    (:func:`deciplane.evaluation.stats.paired_difference`)."""
-    from deciplane.evaluation.stats import paired_difference
+    (:func:`deciplane.stats.paired_difference`)."""
+    from deciplane.stats import paired_difference
 
     ids = sorted(a)
     if set(ids) != set(b):

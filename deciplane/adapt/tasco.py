@@ -54,7 +54,9 @@ from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.objectives.tasco import (mean_entropy, random_perturbation, sam_perturbation,
                                         tasco_loss)
-from deciplane.trainers.single_turn import Budget, Optimizer, generate
+from deciplane.engine.budget import Budget
+from deciplane.engine.generation import generate
+from deciplane.engine.optim import Optimizer
 from deciplane.types import UnlabeledTask
 
 # ---------------------------------------------------------------------------------------
@@ -464,7 +466,7 @@ class TASCO(BaseAdapter):
             metrics["loss/total"] += float(loss.detach()) * share
         if any(p.grad is not None for p in self.policy.model.parameters()):  # pragma: no cover
             raise RuntimeError("a base-model parameter received a gradient")
-        metrics["grad_norm"] = self.opt.step()
+        metrics.update(self.opt.step())
         metrics["update/skipped"] = 0.0
         metrics["answer_tokens"] = float(total)
         return metrics

@@ -16,7 +16,7 @@ from deciplane.adapt.tasco import (TASCO, PrefixModel, TASCOConfig, best_of_n_in
 from deciplane.agents import load_policy
 from deciplane.agents.policy import left_pad, position_ids_from_mask
 from deciplane.objectives.tasco import sam_perturbation
-from deciplane.trainers.single_turn import Budget
+from deciplane.engine.budget import Budget
 from deciplane.types import UnlabeledTask
 
 torch.set_num_threads(1)
