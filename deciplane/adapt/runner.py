@@ -28,7 +28,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_answers
+from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract
 from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_equivalents
 from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
@@ -168,6 +168,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         # ---- baselines with the initial policy (before any update) -----------------
         base_budget = Budget()
         greedy: dict[str, str] = {}
+        bon: dict[str, str] = {}
         maj: dict[str, str] = {}
         maj_samples: dict[str, list[str | None]] = {}
         if baselines:
@@ -185,12 +186,16 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
             def majority_baseline() -> dict[str, Any]:
                 b = Budget()
                 with b.clock():
-                    answers_m, per = majority_answers(
+                    # the same samples as majority_answers (same call, same seeds), plus
+                    # best-of-N by mean token log-prob over them
+                    res = equal_compute_baselines(
                         policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
                         temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
                         budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
-                return {"answers": {t.id: a for t, a in zip(tasks, answers_m)},
-                        "samples": {t.id: p for t, p in zip(tasks, per)}, "budget": b.as_dict()}
+                ids = [t.id for t in tasks]
+                return {"answers": dict(zip(ids, res["majority"])),
+                        "best_of_n": dict(zip(ids, res["best_of_n"])),
+                        "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
 
             def baseline(label: str, cache_name: str, key: str, compute) -> dict[str, Any]:
                 report(f"baseline: {label}", 0, 1, {})
@@ -208,11 +213,11 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                 m = baseline("majority vote", "majority", _baseline_key(
                     model, bkey, split, limit, seed, votes_eq, config), majority_baseline)
                 maj, maj_samples = m["answers"], m["samples"]
+                bon = m.get("best_of_n", {})      # absent in caches written before it existed
                 base_budget += Budget(**m["budget"])
 
         # ---- adaptation: prompts only -------------------------------------------------
         answers = adapter.run(tasks)
-        bon: dict[str, str] = {}
         if baselines and fte_mode:
             # equal compute: as many samples per task as the adapter's measured forward-
             # token equivalents buy, at the greedy baseline's cost per answer

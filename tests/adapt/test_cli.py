@@ -29,7 +29,8 @@ def test_adapt_ttrl_then_ttpo_write_summaries(tmp_path):
             assert key in s, key
         assert s["seed"] == 1 and s["n_tasks"] == 4
         assert {"no_adaptation_greedy", "no_adaptation_sampled",
-                "majority_vote_equal_budget"} <= set(s["baselines"])
+                "majority_vote_equal_budget", "best_of_n_equal_budget"} <= set(s["baselines"])
+        assert s["paired_vs_baselines"]["majority_vote_equal_budget"]["n"] == 4
         maj = s["baselines"]["majority_vote_equal_budget"]
         assert maj["votes_per_task"] * 4 >= s["budget"]["samples"] == maj["adapter_samples"]
         for k in ("samples", "generated_tokens", "forward_tokens", "backward_tokens",

@@ -214,6 +214,19 @@ def test_compute_accounting_and_selection_helpers():
         paired_vs({"a": True}, {"b": True})
 
 
+def test_equal_compute_baselines_vote_on_the_same_samples_as_majority_answers():
+    from deciplane.adapt.base import majority_answers
+    from deciplane.adapt.tasco import equal_compute_baselines
+
+    policy = load_policy("deciplane/tiny")
+    prompts = [policy.format_prompt(p) for p in PROMPTS]
+    kw = dict(votes=3, max_new_tokens=5, temperature=1.5, top_p=1.0, seed=11, prompts_per_batch=2)
+    maj, per = majority_answers(policy, prompts, budget=Budget(), **kw)
+    res = equal_compute_baselines(policy, prompts, budget=Budget(), **kw)
+    assert res["majority"] == maj and res["samples"] == per
+    assert all(b == "" or b in p for b, p in zip(res["best_of_n"], per))
+
+
 def test_config_errors_name_the_field():
     from deciplane.errors import ConfigError
 
