@@ -1,6 +1,6 @@
 """``deciplane adapt ttrl|ttpo|tasco``: test-time adaptation, then held-out scoring.
 
-    deciplane adapt ttrl --benchmark arith-shift --split test \\
+    deciplane adapt ttrl --benchmark products-1d --split test \\
         --model deciplane/smollm2-135m-instruct --set votes=8 --run-dir runs/ttrl --seed 0
 
 Options of the adapter go through ``--set key=value`` (repeatable; ``--set preset=paper``
@@ -93,7 +93,7 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
 
 def _command(method: str):
     def cmd(
-        benchmark: str = typer.Option("arith-shift", help="Benchmark (`deciplane benchmarks` lists them)."),
+        benchmark: str = typer.Option("products-1d", help="Benchmark (`deciplane benchmarks` lists them); the default is calibrated so that the default model's majority vote carries a signal (docs/testtime_benchmarks.md)."),
         split: str = typer.Option("test", help="Split to adapt on and score."),
         model: str = typer.Option("deciplane/smollm2-135m-instruct", help="Model name, HF folder or GGUF file."),
         sets: list[str] = typer.Option([], "--set", help="Adapter option key=value (repeatable); `deciplane adapt options` lists them."),

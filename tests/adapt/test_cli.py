@@ -58,3 +58,15 @@ def test_adapt_options_lists_paper_values():
     res = CliRunner().invoke(app, ["adapt", "options", "ttpo"])
     assert res.exit_code == 0 and "lam = 0.1  [paper: 0.1]" in res.output
     assert "votes = 8  [paper: 64]" in res.output and "teacher = " in res.output
+
+
+def test_adapt_default_benchmark_is_the_calibrated_one():
+    import inspect
+
+    from deciplane.adapt.runner import DEFAULT_BENCHMARK, run_adaptation
+    from deciplane.envs.benchmarks import split_names
+
+    assert DEFAULT_BENCHMARK == "products-1d" and split_names(DEFAULT_BENCHMARK) == ("test",)
+    assert inspect.signature(run_adaptation).parameters["benchmark"].default == DEFAULT_BENCHMARK
+    res = CliRunner().invoke(app, ["adapt", "tasco", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "products-1d" in res.output
