@@ -23,11 +23,17 @@ def _get(d: dict, dotted: str):
 ROWS = [
     ("before = no adaptation, greedy", "before.accuracy"),
     ("no adaptation, sampled pass@1", "baselines.no_adaptation_sampled.accuracy"),
-    ("majority vote at the adapter's sample budget", "baselines.majority_vote_equal_budget.accuracy"),
+    ("majority vote at the adapter's budget", "baselines.majority_vote_equal_budget.accuracy"),
+    ("best-of-N (mean log-prob) at the adapter's compute", "baselines.best_of_n_equal_budget.accuracy"),
     ("after adaptation", "after.accuracy"),
+    ("after - majority (paired, same tasks)", "paired_vs_baselines.majority_vote_equal_budget.difference"),
+    ("after beats majority at 95% (1 = yes, per seed)", "paired_vs_baselines.majority_vote_equal_budget.a_better_95"),
+    ("after - best-of-N (paired)", "paired_vs_baselines.best_of_n_equal_budget.difference"),
+    ("mean output tokens of the final answers", "mean_output_tokens"),
     ("majority pseudo-label correct, all votes (scorer)", "diagnostics.pseudo_label_accuracy_all_votes"),
     ("pseudo-reward accuracy (scorer)", "diagnostics.reward_accuracy"),
     ("adapter samples", "budget.samples"),
+    ("adapter forward-token equivalents", "forward_token_equivalents"),
     ("votes per task of the majority baseline", "baselines.majority_vote_equal_budget.votes_per_task"),
     ("optimizer steps", "budget.optimizer_steps"),
     ("CPU seconds (whole run, 1 process)", "cpu_time_s"),
@@ -35,20 +41,25 @@ ROWS = [
 ]
 
 
+def _label(s: dict) -> str:
+    """The column of a run: the method, and its variant where it has one (TASCO)."""
+    return s["method"].upper() + (f" ({s['variant']})" if s.get("variant") else "")
+
+
 def table(summaries: list[dict]) -> str:
-    methods = sorted({s["method"] for s in summaries})
-    lines = ["| | " + " | ".join(m.upper() for m in methods) + " |",
+    methods = sorted({_label(s) for s in summaries})
+    lines = ["| | " + " | ".join(methods) + " |",
              "|---|" + "---|" * len(methods)]
     for label, key in ROWS:
         cells = []
         for m in methods:
-            runs = sorted((s for s in summaries if s["method"] == m), key=lambda s: s["seed"])
+            runs = sorted((s for s in summaries if _label(s) == m), key=lambda s: s["seed"])
             vals = [_get(s, key) for s in runs]
             vals = [v for v in vals if v is not None]
             if not vals:
                 cells.append("-")
                 continue
-            fmt = (lambda v: f"{v:.3f}") if isinstance(vals[0], float) and vals[0] <= 1 else \
+            fmt = (lambda v: f"{v:+.3f}" if v < 0 else f"{v:.3f}") if isinstance(vals[0], float) and abs(vals[0]) <= 1 else \
                   (lambda v: f"{v:.0f}")
             per = " / ".join(fmt(v) for v in vals)
             cells.append(f"{fmt(statistics.mean(vals))} ({per})" if len(vals) > 1 else per)

@@ -12,13 +12,15 @@ print(scorer.score(answers).accuracy)                          # the caller scor
 ```
 
 Every adapter follows :class:`Adapter` (``run(tasks) -> {task_id: answer}``); its
-constructor takes a policy and a config, never a scorer. ``deciplane adapt ttrl|ttpo|probe-erpo``
+constructor takes a policy and a config, never a scorer. ``TASCO`` trains only a PEFT
+prefix on a frozen model (docs/tasco.md). ``deciplane adapt ttrl|ttpo|tasco|probe-erpo``
 (:func:`run_adaptation`) runs an adapter with its baselines — greedy and sampled
 no-adaptation, majority vote at the same sample budget — and writes ``summary.json``.
 """
 
 from deciplane.adapt.base import Adapter, AdaptConfig, AdaptRecords, BaseAdapter
 from deciplane.adapt.probe_erpo import ProbeERPO, ProbeERPOConfig
+from deciplane.adapt.tasco import TASCO, TASCOConfig
 from deciplane.adapt.ttpo import TTPO, TTPOConfig
 from deciplane.adapt.ttrl import TTRL, TTRLConfig
 
@@ -31,4 +33,5 @@ def run_adaptation(*args, **kwargs):
 
 
 __all__ = ["Adapter", "AdaptConfig", "AdaptRecords", "BaseAdapter", "TTRL", "TTRLConfig",
-           "TTPO", "TTPOConfig", "ProbeERPO", "ProbeERPOConfig", "run_adaptation"]
+           "TTPO", "TTPOConfig", "TASCO", "TASCOConfig", "ProbeERPO", "ProbeERPOConfig",
+           "run_adaptation"]

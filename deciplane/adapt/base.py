@@ -337,7 +337,9 @@ class BaseAdapter:
                             (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
                 if self.progress:
                     self.progress(step, len(batches), metrics)
+            tokens_before = self.budget.generated_tokens
             final = self.answer(tasks)
+            self.final_answer_tokens = self.budget.generated_tokens - tokens_before
         self.records.checkpoints.append((self.budget.optimizer_steps, dict(final)))
         return final
 

@@ -28,8 +28,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, majority_answers
+from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract
 from deciplane.adapt.probe_erpo import ProbeERPO
+from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_equivalents
 from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
@@ -37,10 +38,14 @@ from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate_texts
 from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
 
-ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "probe-erpo": ProbeERPO}
+ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
+                                          "probe-erpo": ProbeERPO}
 """Method name -> adapter class (its ``Config`` is the config dataclass)."""
 
 DEFAULT_MODEL = "deciplane/smollm2-135m-instruct"
+DEFAULT_BENCHMARK = "products-1d"
+"""The calibrated test-time default: SmolLM2-135M's majority label is right on 0.60 of its
+100 tasks and maj@8 - pass@1 = +0.23 (docs/testtime_benchmarks.md)."""
 
 
 def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = None) -> AdaptConfig:
@@ -100,18 +105,43 @@ def _score_dict(report) -> dict[str, Any]:
             "missing": report.n_missing}
 
 
-def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = "test",
+def accuracy_interval(k: int, n: int) -> list[float]:
+    """Wilson 95% interval of an accuracy ``k / n`` (:func:`deciplane.stats.wilson_interval`)."""
+    from deciplane.stats import wilson_interval
+
+    return [round(x, 4) for x in wilson_interval(k, n)]
+
+
+def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
+    """A (the adapted answers) vs B (a baseline) on the same tasks: the difference of
+    accuracies with the Bonett-Price 95% interval and the exact McNemar p
+    (:func:`deciplane.stats.paired_difference`)."""
+    from deciplane.stats import paired_difference
+
+    ids = sorted(a)
+    if set(ids) != set(b):
+        raise ValueError("paired comparison needs the same task ids on both sides")
+    return _jsonable(paired_difference([a[i] for i in ids], [b[i] for i in ids]).to_dict())
+
+
+def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: str = "test",
                    model: str = DEFAULT_MODEL, overrides: Sequence[str] = (), seed: int = 0,
                    run_dir: str | Path | None = None, limit: int | None = None,
                    threads: int | None = None, baselines: bool = True,
                    baseline_cache: str | Path | None = None, device: str | None = None,
-                   progress: Callable[[str, int, int, dict], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str, int, int, dict], None] | None = None,
+                   benchmark_args: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one adaptation with its baselines and write the run directory; returns the
     summary dict (also in ``RUN_DIR/summary.json``).
 
     ``baseline_cache``: a folder where the baselines' *answers* (model outputs, no gold)
     are kept, keyed by everything they depend on (model, data, seed, votes, generation
     settings), so that TTRL and TTPO runs with the same sample budget share them.
+    ``benchmark_args``: options of the benchmark's loader (e.g. an ``rg:`` family's).
+
+    An adapter whose class says ``budget_unit = "forward_token_equivalents"`` (TASCO)
+    gets its equal-budget baselines *after* its run, sized by its measured compute:
+    majority vote and best-of-N over as many samples per task as that compute buys.
     """
     import torch
 
@@ -128,7 +158,9 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         f"adapt-{method}-{benchmark}-{split}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     report = progress or (lambda *a: None)
 
-    tasks, scorer = load_benchmark(benchmark, split, limit=limit)
+    benchmark_args = dict(benchmark_args or {})
+    fte_mode = getattr(ADAPTERS[method], "budget_unit", "samples") == "forward_token_equivalents"
+    tasks, scorer = load_benchmark(benchmark, split, limit=limit, **benchmark_args)
     try:
         policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0, device=device)
         adapter = ADAPTERS[method](policy, config,
@@ -145,6 +177,7 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
         # ---- baselines with the initial policy (before any update) -----------------
         base_budget = Budget()
         greedy: dict[str, str] = {}
+        bon: dict[str, str] = {}
         maj: dict[str, str] = {}
         maj_samples: dict[str, list[str | None]] = {}
         if baselines:
@@ -170,12 +203,16 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                                                                      seed + 4_242_424, b)
                     return {"answers": answers_c, "samples": per_c, "budget": b.as_dict()}
                 with b.clock():
-                    answers_m, per = majority_answers(
+                    # the same samples as majority_answers (same call, same seeds), plus
+                    # best-of-N by mean token log-prob over them
+                    res = equal_compute_baselines(
                         policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
                         temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
                         budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
-                return {"answers": {t.id: a for t, a in zip(tasks, answers_m)},
-                        "samples": {t.id: p for t, p in zip(tasks, per)}, "budget": b.as_dict()}
+                ids = [t.id for t in tasks]
+                return {"answers": dict(zip(ids, res["majority"])),
+                        "best_of_n": dict(zip(ids, res["best_of_n"])),
+                        "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
 
             def baseline(label: str, cache_name: str, key: str, compute) -> dict[str, Any]:
                 report(f"baseline: {label}", 0, 1, {})
@@ -184,18 +221,44 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
                 return result
 
             # greedy answers depend on neither the seed nor the budget: every run shares them
+            bkey = benchmark if not benchmark_args else f"{benchmark}?{json.dumps(benchmark_args, sort_keys=True)}"
             tag = f"-{method}" if own else ""
             g = baseline("greedy", "greedy" + tag, _baseline_key(
-                model, benchmark, split, limit, None, None, config), greedy_answers)
-            m = baseline("consensus selection" if own else "majority vote", "majority" + tag,
-                         _baseline_key(model, benchmark, split, limit, seed, votes_eq, config),
-                         majority_baseline)
-            greedy, maj, maj_samples = g["answers"], m["answers"], m["samples"]
-            for r in (g, m):
-                base_budget += Budget(**r["budget"])
+                model, bkey, split, limit, None, None, config), greedy_answers)
+            greedy = g["answers"]
+            base_budget += Budget(**g["budget"])
+            if not fte_mode:
+                m = baseline("consensus selection" if own else "majority vote", "majority" + tag,
+                             _baseline_key(model, bkey, split, limit, seed, votes_eq, config),
+                             majority_baseline)
+                maj, maj_samples = m["answers"], m["samples"]
+                bon = m.get("best_of_n", {})      # absent in caches written before it existed
+                base_budget += Budget(**m["budget"])
 
         # ---- adaptation: prompts only -------------------------------------------------
         answers = adapter.run(tasks)
+        if baselines and fte_mode:
+            # equal compute: as many samples per task as the adapter's measured forward-
+            # token equivalents buy, at the greedy baseline's cost per answer
+            per_answer = max(1.0, forward_token_equivalents(g["budget"]) / n)
+            votes_eq = max(1, round(forward_token_equivalents(adapter.budget) / (n * per_answer)))
+
+            def compute_baselines() -> dict[str, Any]:
+                b = Budget()
+                with b.clock():
+                    res = equal_compute_baselines(
+                        policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
+                        temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
+                        budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
+                ids = [t.id for t in tasks]
+                return {"answers": dict(zip(ids, res["majority"])),
+                        "best_of_n": dict(zip(ids, res["best_of_n"])),
+                        "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
+
+            m = baseline("majority vote / best-of-N (equal compute)", "majority-bon", _baseline_key(
+                model, bkey, split, limit, seed, votes_eq, config), compute_baselines)
+            maj, maj_samples, bon = m["answers"], m["samples"], m["best_of_n"]
+            base_budget += Budget(**m["budget"])
 
         # ---- scoring (gold stays in the scorer process) ---------------------------------
         after = scorer.score(answers)
@@ -210,7 +273,20 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
             "budget": adapter.budget.as_dict(),
             "eval_budget": adapter.eval_budget.as_dict(),
             "planned_samples": planned,
+            "forward_token_equivalents": forward_token_equivalents(adapter.budget),
+            "benchmark_args": _jsonable(benchmark_args),
         }
+        variant = getattr(config, "variant", None)
+        if callable(variant):
+            summary["variant"] = variant()
+        if getattr(config, "NOTE", None):
+            summary["method_note"] = config.NOTE
+        summary["after"]["ci95"] = accuracy_interval(after.n_correct, after.count)
+        if getattr(adapter, "final_answer_tokens", None) is not None:
+            summary["mean_output_tokens"] = round(adapter.final_answer_tokens / max(n, 1), 2)
+        if hasattr(adapter, "base_weights_unchanged"):
+            summary["base_weights_sha256"] = adapter.base_sha256
+            summary["base_weights_unchanged"] = adapter.base_weights_unchanged()
         curve = []
         if baselines:
             before = scorer.score(greedy)
@@ -218,13 +294,32 @@ def run_adaptation(method: str, *, benchmark: str = "arith-shift", split: str = 
             sampled = scorer.sample_accuracy(maj_samples)
             summary["before"] = _score_dict(before)
             summary["baselines"] = {
-                "no_adaptation_greedy": _score_dict(before),
+                "no_adaptation_greedy": {**_score_dict(before),
+                                         "ci95": accuracy_interval(before.n_correct, before.count),
+                                         "mean_output_tokens": round(g["budget"]["generated_tokens"] / max(n, 1), 2)},
                 "no_adaptation_sampled": {"accuracy": sampled.mean, "pass_any": sampled.pass_any,
                                           "samples_per_task": votes_eq,
                                           "note": "sampled pass@1 averaged over the samples of " + sel_name},
                 sel_name: {**_score_dict(majority), "votes_per_task": votes_eq,
-                           "samples": votes_eq * n, "adapter_samples": adapter.budget.samples},
+                           "ci95": accuracy_interval(majority.n_correct, majority.count),
+                           "samples": votes_eq * n,
+                           "adapter_samples": adapter.budget.samples,
+                           "budget_unit": "forward_token_equivalents" if fte_mode else "samples",
+                           "forward_token_equivalents": forward_token_equivalents(m["budget"]),
+                           "mean_output_tokens_per_sample": round(
+                               m["budget"]["generated_tokens"] / max(m["budget"]["samples"], 1), 2)},
             }
+            paired = {"no_adaptation_greedy": paired_vs(after.correct, before.correct),
+                      sel_name: paired_vs(after.correct, majority.correct)}
+            if bon:
+                best = scorer.score(bon)
+                summary["baselines"]["best_of_n_equal_budget"] = {
+                    **_score_dict(best), "n_per_task": votes_eq,
+                    "ci95": accuracy_interval(best.n_correct, best.count),
+                    "selection": "highest mean token log-prob of the sample (no gold)",
+                    "note": "the same samples as majority_vote_equal_budget"}
+                paired["best_of_n_equal_budget"] = paired_vs(after.correct, best.correct)
+            summary["paired_vs_baselines"] = paired
             summary["baseline_budget"] = base_budget.as_dict()
             if config.final_answer == "greedy":
                 curve.append({"optimizer_steps": 0, "accuracy": before.accuracy})

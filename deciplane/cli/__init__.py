@@ -45,7 +45,7 @@ _register_adapt_commands(app)
 
 @app.command("benchmarks")
 def benchmarks_cmd() -> None:
-    """List built-in math benchmarks and the number of tasks in each split."""
+    """List built-in benchmarks, the number of tasks in each split, and the rg:<family> names."""
     from deciplane.envs.benchmarks import descriptions, list_benchmarks
 
     table = Table("benchmark", "splits (tasks)", "description")
@@ -53,6 +53,17 @@ def benchmarks_cmd() -> None:
         splits = ", ".join(f"{s} {n}" for s, n in sizes.items())
         table.add_row(name, splits, descriptions().get(name, ""))
     console.print(table)
+    from deciplane.envs.benchmarks.data import BENCHMARKS
+
+    for name, bench in sorted(BENCHMARKS.items()):
+        if bench.prefix and bench.members is not None:
+            try:
+                members = bench.members()
+            except Exception as e:  # the family's package is missing
+                console.print(f"{name}:<family>: unavailable ({e})", highlight=False)
+                continue
+            console.print(f"{name}:<family> ({len(members)}): {', '.join(members)}",
+                          highlight=False, soft_wrap=True)
     console.print("load with: tasks, scorer = deciplane.envs.load_benchmark(NAME, SPLIT)",
                   highlight=False)
 

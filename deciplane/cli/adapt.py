@@ -1,10 +1,12 @@
-"""``deciplane adapt ttrl|ttpo|probe-erpo``: test-time adaptation, then held-out scoring.
+"""``deciplane adapt ttrl|ttpo|tasco|probe-erpo``: test-time adaptation, then held-out scoring.
 
-    deciplane adapt ttrl --benchmark arith-shift --split test \\
+    deciplane adapt ttrl --benchmark products-1d --split test \\
         --model deciplane/smollm2-135m-instruct --set votes=8 --run-dir runs/ttrl --seed 0
 
 Options of the adapter go through ``--set key=value`` (repeatable; ``--set preset=paper``
-starts from the paper's values); ``deciplane adapt options ttrl`` lists them.
+starts from the paper's values); ``deciplane adapt options ttrl`` lists them. Options of
+the benchmark's loader (e.g. an ``rg:<family>``'s difficulty) go through
+``--benchmark-arg KEY=VALUE``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,19 @@ console = Console()
 
 def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
          run_dir: Optional[Path], seed: int, limit: Optional[int], threads: int,
-         no_baselines: bool, baseline_cache: Optional[Path], device: str) -> None:
+         no_baselines: bool, baseline_cache: Optional[Path], device: str,
+         benchmark_args: Optional[list[str]] = None) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from deciplane.adapt.runner import run_adaptation
+    from deciplane.config import parse_override
     from deciplane.errors import DeciplaneError
+
+    try:
+        bench_args = dict(parse_override(kv) for kv in (benchmark_args or []))
+    except DeciplaneError as e:
+        console.print(f"[red]error:[/red] --benchmark-arg: {e}", highlight=False)
+        raise typer.Exit(2) from None
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
@@ -53,17 +63,18 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
                                      overrides=sets, seed=seed, run_dir=run_dir, limit=limit,
                                      threads=threads, baselines=not no_baselines,
                                      baseline_cache=baseline_cache, device=device,
-                                     progress=progress)
+                                     progress=progress, benchmark_args=bench_args)
         except DeciplaneError as e:
             console.print(f"[red]error:[/red] {e}", highlight=False)
             raise typer.Exit(2) from None
-    table = Table("", "accuracy", title=f"{method.upper()} on {benchmark}/{split} "
+    label = method.upper() + (f" ({summary['variant']})" if summary.get("variant") else "")
+    table = Table("", "accuracy", title=f"{label} on {benchmark}/{split} "
                   f"({summary['n_tasks']} tasks, seed {seed})")
     if "before" in summary:
         table.add_row("before (greedy)", f"{summary['before']['accuracy']:.3f}")
     table.add_row(f"after {method.upper()}", f"{summary['after']['accuracy']:.3f}")
     for name, b in summary.get("baselines", {}).items():
-        extra = f" @{b['votes_per_task']}" if "votes_per_task" in b else ""
+        extra = f" @{b.get('votes_per_task', b.get('n_per_task'))}" if {"votes_per_task", "n_per_task"} & set(b) else ""
         table.add_row(f"baseline {name}{extra}", f"{b['accuracy']:.3f}")
     d = summary.get("diagnostics", {})
     if "pseudo_label_accuracy_all_votes" in d:
@@ -74,12 +85,15 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
     console.print(f"budget: {b['samples']} samples, {b['generated_tokens']} generated tokens, "
                   f"{b['forward_tokens']} forward / {b['backward_tokens']} backward tokens, "
                   f"{b['optimizer_steps']} optimizer steps, {b['wall_time_s']:.0f}s", highlight=False)
+    if "base_weights_unchanged" in summary:
+        console.print(f"forward-token equivalents: {summary['forward_token_equivalents']}; base weights "
+                      f"unchanged: {summary['base_weights_unchanged']}", highlight=False)
     console.print(f"wrote {summary['run_dir']}/summary.json", highlight=False)
 
 
 def _command(method: str):
     def cmd(
-        benchmark: str = typer.Option("arith-shift", help="Benchmark (`deciplane benchmarks` lists them)."),
+        benchmark: str = typer.Option("products-1d", help="Benchmark (`deciplane benchmarks` lists them); the default is calibrated so that the default model's majority vote carries a signal (docs/testtime_benchmarks.md)."),
         split: str = typer.Option("test", help="Split to adapt on and score."),
         model: str = typer.Option("deciplane/smollm2-135m-instruct", help="Model name, HF folder or GGUF file."),
         sets: list[str] = typer.Option([], "--set", help="Adapter option key=value (repeatable); `deciplane adapt options` lists them."),
@@ -90,17 +104,19 @@ def _command(method: str):
         no_baselines: bool = typer.Option(False, "--no-baselines", help="Skip the baselines (not recommended: results must be read next to them)."),
         baseline_cache: Optional[Path] = typer.Option(None, "--baseline-cache", help="Folder to keep/reuse the baselines' answers (runs with the same model, data, seed and sample budget share them)."),
         device: str = typer.Option("cpu", help="cpu, cuda or auto."),
+        benchmark_args: list[str] = typer.Option([], "--benchmark-arg", help="Option of the benchmark's loader KEY=VALUE (repeatable), e.g. max_terms=2 for rg:chain_sum."),
     ) -> None:
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
-             baseline_cache, device)
+             baseline_cache, device, benchmark_args)
 
     cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (docs/methods.md §5.1), then held-out scoring.",
                    "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring.",
+                   "tasco": "TASCO: prefix-only adaptation of a frozen model (entropy + mu * instability; paper-inspired, parameters ours; docs/tasco.md), then held-out scoring.",
                    "probe-erpo": "Probe-ERPO for code (easy-funcs, humaneval): negative updates for low probe-consensus programs, then hidden-test scoring (docs/code.md)."}[method]
     return cmd
 
 
-def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo or probe-erpo")) -> None:
+def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo, tasco or probe-erpo")) -> None:
     """List an adapter's options (for --set), their defaults and the paper values."""
     from dataclasses import fields
 
@@ -125,6 +141,7 @@ def register(app: typer.Typer) -> None:
                             help="Test-time adaptation on unlabeled prompts, then held-out scoring.")
     adapt_app.command("ttrl")(_command("ttrl"))
     adapt_app.command("ttpo")(_command("ttpo"))
+    adapt_app.command("tasco")(_command("tasco"))
     adapt_app.command("probe-erpo")(_command("probe-erpo"))
     adapt_app.command("options")(options_cmd)
     app.add_typer(adapt_app, name="adapt")

@@ -29,7 +29,8 @@ def test_adapt_ttrl_then_ttpo_write_summaries(tmp_path):
             assert key in s, key
         assert s["seed"] == 1 and s["n_tasks"] == 4
         assert {"no_adaptation_greedy", "no_adaptation_sampled",
-                "majority_vote_equal_budget"} <= set(s["baselines"])
+                "majority_vote_equal_budget", "best_of_n_equal_budget"} <= set(s["baselines"])
+        assert s["paired_vs_baselines"]["majority_vote_equal_budget"]["n"] == 4
         maj = s["baselines"]["majority_vote_equal_budget"]
         assert maj["votes_per_task"] * 4 >= s["budget"]["samples"] == maj["adapter_samples"]
         for k in ("samples", "generated_tokens", "forward_tokens", "backward_tokens",
@@ -81,3 +82,13 @@ def test_adapt_probe_erpo_on_easy_funcs_writes_summary(tmp_path):
     assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
     answers = json.loads((out / "answers.json").read_text())
     assert set(answers["after"]) == set(answers["before_greedy"]) and len(answers["after"]) == 3
+def test_adapt_default_benchmark_is_the_calibrated_one():
+    import inspect
+
+    from deciplane.adapt.runner import DEFAULT_BENCHMARK, run_adaptation
+    from deciplane.envs.benchmarks import split_names
+
+    assert DEFAULT_BENCHMARK == "products-1d" and split_names(DEFAULT_BENCHMARK) == ("test",)
+    assert inspect.signature(run_adaptation).parameters["benchmark"].default == DEFAULT_BENCHMARK
+    res = CliRunner().invoke(app, ["adapt", "tasco", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "products-1d" in res.output

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deciplane.adapt import TTPO, TTRL, Adapter, TTRLConfig
+from deciplane.adapt import TASCO, TTPO, TTRL, Adapter, TTRLConfig
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.types import UnlabeledTask
@@ -106,7 +106,7 @@ def test_tasks_expose_only_id_prompt_meta():
 
 
 def test_adapter_api_has_no_path_to_the_scorer():
-    for cls in (TTRL, TTPO):
+    for cls in (TTRL, TTPO, TASCO):
         assert list(inspect.signature(cls.__init__).parameters) == ["self", "policy", "config", "progress"]
         assert list(inspect.signature(cls.run).parameters) == ["self", "tasks"]
     assert isinstance(CheatingAdapter(), Adapter)

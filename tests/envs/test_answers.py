@@ -17,6 +17,8 @@ from deciplane.errors import InvalidAnswer
     ("The answer is 42. Check: 6*7=42, not 41", "42"),      # phrase beats last number
     ("the answer is $\\frac{3}{4}$. Done", "\\frac{3}{4}"),
     ("Final answer: -0.50", "-0.5"),
+    ("The final answer to this arithmetic problem is 13.", "13"),   # not "to this ... 13"
+    ("The final answer is: 8", "8"),
     ("The answer is 12, since 5 + 7 = 12 and not 13", "12"),   # clause cut off
     ("the answer is $\\frac{1}{2}$ because half", "\\frac{1}{2}"),
     ("The answer is **7**.", "7"),

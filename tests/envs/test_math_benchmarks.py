@@ -17,7 +17,9 @@ from deciplane.errors import UnknownBenchmark
 EXPECTED = {"arith": {"train": 1000, "valid": 200, "test": 200},
             "arith-shift": {"train": 1000, "valid": 200, "test": 200},
             "mmath-en": {"test": 374, "math500": 311, "aime2024": 30, "aime2025": 15,
-                         "cnmo": 18}}
+                         "cnmo": 18},
+            "rg": {"test": 200, "valid": 100, "train": 500},   # nominal sizes of rg:<family>
+            "products-1d": {"test": 100}}
 CODE = {"easy-funcs": {"train": 250, "valid": 50, "test": 100}, "humaneval": {"test": 164}}
 
 

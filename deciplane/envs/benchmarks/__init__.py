@@ -9,8 +9,8 @@ threat model).
 
 Modules: :mod:`~deciplane.envs.benchmarks.data` (the loaders: tasks *with* gold, for the
 scorer's process and training environments), :mod:`~deciplane.envs.benchmarks.arith`
-(the procedural arithmetic family), :mod:`~deciplane.envs.benchmarks.scorer` (the
-held-out scorer). ``data`` imports neither of the others' callers, so they form no circle.
+(the procedural arithmetic family), :mod:`~deciplane.envs.benchmarks.rg` (reasoning-gym
+families), :mod:`~deciplane.envs.benchmarks.scorer` (the held-out scorer). ``data`` imports neither of the others' callers, so they form no circle.
 
 Benchmarks
     ``arith`` / ``arith-shift``: procedural integer word problems; splits ``train``
@@ -24,6 +24,12 @@ Benchmarks
     ``humaneval`` (164, ``test``) and ``easy-funcs`` (``train`` 250, ``valid`` 50,
     ``test`` 100): code, judged by hidden tests run in the sandbox in the scorer's
     process (registered by :mod:`deciplane.envs.code.benchmarks`; see docs/code.md).
+    ``rg:<family>``: any reasoning-gym family (PyPI ``reasoning-gym``, Apache-2.0),
+    options as ``load_benchmark`` keywords; splits ``test`` (200), ``valid`` (100),
+    ``train`` (500), disjoint by question text, scored by the family's ``score_answer``
+    (:mod:`~deciplane.envs.benchmarks.rg`).
+    ``products-1d``: all 100 products of two 1-digit numbers (``rg:products``), one
+    ``test`` split: the calibrated test-time default (docs/testtime_benchmarks.md).
 
 Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, which calls
 :func:`~deciplane.envs.benchmarks.data.load_labeled`; held-out evaluation goes through

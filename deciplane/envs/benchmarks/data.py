@@ -56,6 +56,10 @@ class Benchmark:
     load: Callable[..., tuple[list[LabeledItem], str]]
     judge: str = "deciplane.envs.benchmarks.data:judge_math"
     prefix: bool = False
+    sizes: Callable[[str], dict[str, int]] | None = None
+    """Optional ``{split: tasks}`` without loading (a prefix entry's nominal sizes)."""
+    members: Callable[[], list[str]] | None = None
+    """Optional: the families a prefix entry answers (``deciplane benchmarks`` lists them)."""
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -196,7 +200,8 @@ register_benchmark(Benchmark(
 
 # Modules that register more benchmarks through `register_benchmark` when imported (cheap
 # imports: heavy packages load inside their loaders and judges).
-_BENCHMARK_MODULES: tuple[str, ...] = ("deciplane.envs.code.benchmarks",)
+_BENCHMARK_MODULES: tuple[str, ...] = ("deciplane.envs.benchmarks.rg",
+                                       "deciplane.envs.code.benchmarks")
 for _module in _BENCHMARK_MODULES:
     importlib.import_module(_module)
 
@@ -208,7 +213,13 @@ def descriptions() -> dict[str, str]:
 
 def sizes_here(name: str) -> dict[str, int]:
     """``{split: number of tasks}`` of benchmark ``name``, counted in this process (gold
-    is loaded: :func:`deciplane.envs.benchmarks.list_benchmarks` calls it in a child)."""
+    is loaded: :func:`deciplane.envs.benchmarks.list_benchmarks` calls it in a child).
+    A prefix entry (``rg``) gives its nominal sizes."""
+    bench = BENCHMARKS.get(name)
+    if bench is not None and bench.prefix:
+        if bench.sizes is None:
+            raise UnknownBenchmark(f"{name!r} names a family of benchmarks ({name}:<family>)")
+        return bench.sizes(name)
     return {s: len(load_labeled(name, s)[0]) for s in split_names(name)}
 
 

@@ -24,7 +24,8 @@ from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_text, verify_man
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_IS_RE = re.compile(
-    r"(?:the\s+(?:final\s+)?answer\s+is|final\s+answer\s*(?:is)?\s*:?|answer\s*:)\s*:?\s*"
+    # "final answer" only followed by "is" or ":" (not "The final answer to this problem is 13")
+    r"(?:the\s+(?:final\s+)?answer\s+is|final\s+answer\s*(?:is\b|:)|answer\s*:)\s*:?\s*"
     r"(.+?)(?=(?:\.\s|\.$|\n|$))",
     re.IGNORECASE | re.DOTALL,
 )
