@@ -98,6 +98,18 @@ class RunLogger:
                               if isinstance(metrics.get(k), (int, float)))
             self._progress.update(self._task, completed=iteration, description=shown)
 
+    def event(self, phase: str, done: int, total: int, metrics: dict[str, Any] | None = None
+              ) -> None:
+        """A progress event of a long phase (an evaluation batch, a warm-start epoch): one
+        line when the console is not a terminal (a log file), else the bar's text."""
+        shown = "  ".join(f"{k}={v:.3g}" for k, v in (metrics or {}).items()
+                          if isinstance(v, (int, float)))
+        line = f"{phase} {done}/{total} {shown}".rstrip()
+        if self._progress is not None and self.console.is_terminal:
+            self._progress.update(self._task, description=line)
+        else:
+            self.console.print(line, highlight=False)
+
     def print(self, msg: str) -> None:
         if self._progress is not None:
             self._progress.console.print(msg)
