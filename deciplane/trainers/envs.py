@@ -60,6 +60,25 @@ class GameSlotEnv(gym.Wrapper):
         return self.env.reset(seed=seed, options=opts)
 
 
+class DropNoneInfo(gym.Wrapper):
+    """Leaves out ``info`` entries whose value is ``None`` (``expert_action`` once
+    TextWorld-Express's gold path is used up): a vector env stacks an info key into one
+    array per key, which cannot hold ``None`` next to integers; a missing entry is masked
+    out instead and reads back as ``None`` in the episode loop."""
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        return obs, _drop_none(info)
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, _drop_none(info)
+
+
+def _drop_none(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in info.items() if v is not None}
+
+
 def task_slots(env: gym.Env) -> gym.Env:
     """``env`` wrapped in a :class:`GameSlotEnv` over its ``num_tasks`` (``options["task"]
     = seed % num_tasks``), or unchanged when it has none."""
@@ -148,7 +167,8 @@ class EnvSuite:
             kw["expert"] = True
         if "split" in params:
             kw["split"] = split
-        return lambda: task_slots(gym.make(self.cfg.id, max_episode_steps=steps, **kw))
+        return lambda: DropNoneInfo(task_slots(gym.make(self.cfg.id, max_episode_steps=steps,
+                                                        **kw)))
 
     def _vector(self, split: str, n: int, remote: bool = False) -> gym.vector.VectorEnv:
         w = self.workers

@@ -54,7 +54,11 @@ class RunLogger:
         self.path = self.run_dir / METRICS_FILE
         self._truncate_after(start)
         self._fh = open(self.path, "a")
-        self.console = console or Console(stderr=True)
+        if console is None:
+            console = Console(stderr=True)
+            if not console.is_terminal:    # a log file: long lines, not wrapped at 80
+                console = Console(stderr=True, width=200)
+        self.console = console
         self._tb = None
         if tensorboard:
             try:

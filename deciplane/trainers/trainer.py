@@ -217,7 +217,9 @@ class Trainer:
                 return
             if "t0" not in plan_box:
                 return
-            per_ep = (time.perf_counter() - plan_box["t0"]) / max(done, 1)
+            # env building (JVM starts) is paid once, not per episode: left out
+            setup = getattr(suite, "setup_s", 0.0) - plan_box.get("setup0", 0.0)
+            per_ep = max(0.0, time.perf_counter() - plan_box["t0"] - setup) / max(done, 1)
             n = eval_episodes_that_fit(cfg.max_wall_time_s, cfg.plan.eval_share, per_ep,
                                        self._evaluations_planned(), total, minimum=done)
             if distributed.active():    # rank 0's number on every rank: the same episodes
@@ -298,6 +300,8 @@ class Trainer:
         for split in self.config.eval.final_splits:
             t0 = time.perf_counter()
             self._eval_probe["t0"] = t0
+            self._eval_probe["setup0"] = getattr(getattr(self.algo, "suite", None),
+                                                 "setup_s", 0.0)
             out[split] = self.algo.evaluate(split)
             took = time.perf_counter() - t0
             plan = self.extra["plan"]
