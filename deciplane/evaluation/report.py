@@ -169,8 +169,8 @@ def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | 
             ci = ci or (rate, rate)
             xs.append(x)
             ys.append(rate)
-            lo.append(rate - ci[0])
-            hi.append(ci[1] - rate)
+            lo.append(max(0.0, rate - ci[0]))     # rounding can put a bound past the rate
+            hi.append(max(0.0, ci[1] - rate))
             ax.plot([x], [rate], marker=markers.get(stage, "o"), ms=8, color="C1" if split
                     == "test" else "C2", linestyle="none")
             ax.annotate(stage, (x, rate), textcoords="offset points", xytext=(4, 4),
