@@ -101,6 +101,9 @@ class RunLogger:
             shown = "  ".join(f"{k.split('/')[-1]}={metrics[k]:.3g}" for k in _SHOWN
                               if isinstance(metrics.get(k), (int, float)))
             self._progress.update(self._task, completed=iteration, description=shown)
+            if not self.console.is_terminal and iteration > 0:   # a log file: one line each
+                self.console.print(f"iteration {iteration}/{self._progress.tasks[0].total:.0f} "
+                                   f"{shown}".rstrip(), highlight=False)
 
     def event(self, phase: str, done: int, total: int, metrics: dict[str, Any] | None = None
               ) -> None:
