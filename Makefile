@@ -3,7 +3,7 @@ PY     ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.deciplane-installed
-CONFIG ?= configs/quickstart.yaml
+CONFIG ?= configs/quickstart_twx.yaml
 
 .PHONY: install system-deps demo test test-fast clean
 

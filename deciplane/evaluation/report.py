@@ -13,8 +13,7 @@ from deciplane.utils import flatten_dict
 
 # figure name -> metric-name prefixes it shows
 _FIGURES = {
-    "learning_curve": ("rollout/success", "rollout/return", "rollout/accuracy", "rollout/reward",
-                       "eval/"),
+    "returns": ("rollout/return", "rollout/reward"),
     "losses": ("loss/",),
     "diagnostics": ("cord/", "tlm_dre/", "distill/", "rollout/episode_len", "rollout/invalid",
                     "eval/"),
@@ -51,29 +50,24 @@ def _keys(records: list[dict[str, Any]], prefixes: tuple[str, ...], figure: str)
     return sorted(keys)
 
 
-def _final_points(run_dir: Path) -> list[dict[str, Any]]:
-    """The final held-out evaluation of summary.json as one more record."""
-    p = run_dir / "summary.json"
-    if not p.is_file():
-        return []
-    s = json.loads(p.read_text())
-    rec: dict[str, Any] = {"env_steps": s.get("env_steps", 0), "iteration": s.get("iterations")}
-    for split, m in (s.get("eval") or {}).items():
-        for k, v in m.items():
-            rec[f"eval/{split}/{k}"] = v
-    return [rec] if len(rec) > 2 else []
-
-
 def plot_run(run_dir: str | Path) -> list[Path]:
-    """Write one PNG per figure group that has data; return their paths."""
+    """Write one PNG per figure group that has data; return their paths.
+
+    ``learning_curve.png`` is success rate against environment steps: the training
+    rollouts (with a 95% Wilson band from each iteration's episodes) and every held-out
+    evaluation (zero-shot, after the warm start, during training, final; 95% Wilson
+    error bars), each line drawn only through points that were measured."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    records = read_metrics(run_dir) + _final_points(run_dir)
+    records = read_metrics(run_dir)
     out = []
+    curve = plot_learning_curve(run_dir, records)
+    if curve is not None:
+        out.append(curve)
     for name, prefixes in _FIGURES.items():
         keys = _keys(records, prefixes, name)
         if not keys:
@@ -85,6 +79,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
                 ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, ms=3, label=k)
         ax.set_xlabel("environment steps" if any("env_steps" in r for r in records)
                       else "iteration")
+        ax.set_ylabel({"returns": "return / reward per episode", "losses": "loss",
+                       "diagnostics": "value (see legend)"}.get(name, name))
         ax.set_title(f"{run_dir.name}: {name.replace('_', ' ')}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
@@ -96,20 +92,129 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return out
 
 
-def markdown_summary(run_dir: str | Path) -> str:
+def rollout_points(records: list[dict[str, Any]]) -> list[tuple[float, float, int]]:
+    """``(env_steps, success rate, episodes)`` of each logged training iteration (its
+    episodes: the difference of the cumulative ``episodes`` counter)."""
+    pts, prev = [], None
+    for r in records:
+        if r.get("iteration", 0) < 1 or not isinstance(r.get("rollout/success"), (int, float)):
+            continue
+        eps = r.get("episodes")
+        n = int(eps - prev) if isinstance(eps, int) and prev is not None else int(eps or 0)
+        prev = eps if isinstance(eps, int) else prev
+        pts.append((float(r.get("env_steps", 0)), float(r["rollout/success"]), max(n, 0)))
+    return pts
+
+
+def eval_points(summary: dict[str, Any], records: list[dict[str, Any]]
+                ) -> dict[str, list[tuple[float, str, dict[str, Any]]]]:
+    """Per split, the held-out evaluations in env-step order: ``(env_steps, stage,
+    metrics)`` for zero-shot (0), after the warm start (its expert env steps), during
+    training (from metrics.jsonl) and final (the run's env steps)."""
+    out: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
+    warm_steps = float((summary.get("warm_start") or {}).get("env_steps", 0) or 0)
+    for stage, key, x in (("zero-shot", "before", 0.0),
+                          ("after warm start", "after_warm_start", warm_steps)):
+        for split, m in (summary.get(key) or {}).items():
+            out.setdefault(split, []).append((x, stage, m))
+    for r in records:
+        if r.get("iteration", 0) < 1:
+            continue
+        for k, v in r.items():
+            if k.startswith("eval/") and k.endswith("/success_rate"):
+                split = k.split("/")[1]
+                n = r.get(f"eval/{split}/episodes")
+                out.setdefault(split, []).append(
+                    (float(r.get("env_steps", 0)), "during training",
+                     {"success_rate": v, "episodes": n}))
+    for split, m in (summary.get("eval") or {}).items():
+        out.setdefault(split, []).append((float(summary.get("env_steps", 0)), "final", m))
+    for pts in out.values():
+        pts.sort(key=lambda p: p[0])
+    return out
+
+
+def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deciplane.stats import wilson_interval
+
+    summary = _read_summary(run_dir)
+    roll = rollout_points(records)
+    evals = eval_points(summary, records)
+    if not roll and not evals:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if roll:
+        xs = [p[0] for p in roll]
+        ys = [p[1] for p in roll]
+        band = [wilson_interval(round(p[1] * p[2]), p[2]) if p[2] else (p[1], p[1])
+                for p in roll]
+        ax.plot(xs, ys, marker="o", ms=3, label="training rollouts (sampled)")
+        ax.fill_between(xs, [b[0] for b in band], [b[1] for b in band], alpha=0.2)
+    markers = {"zero-shot": "s", "after warm start": "D", "during training": "o", "final": "*"}
+    for split, pts in sorted(evals.items()):
+        xs, ys, lo, hi = [], [], [], []
+        for x, stage, m in pts:
+            rate = m.get("success_rate")
+            if not isinstance(rate, (int, float)):
+                continue
+            ci = m.get("success_ci95")
+            n = m.get("episodes")
+            if not ci and isinstance(n, int) and n > 0:
+                ci = wilson_interval(round(rate * n), n)
+            ci = ci or (rate, rate)
+            xs.append(x)
+            ys.append(rate)
+            lo.append(max(0.0, rate - ci[0]))     # rounding can put a bound past the rate
+            hi.append(max(0.0, ci[1] - rate))
+            ax.plot([x], [rate], marker=markers.get(stage, "o"), ms=8, color="C1" if split
+                    == "test" else "C2", linestyle="none")
+            ax.annotate(stage, (x, rate), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], capsize=3, marker=None,
+                        color="C1" if split == "test" else "C2",
+                        label=f"held-out {split} (greedy), 95% Wilson interval")
+    ax.set_xlabel("environment steps (expert warm-start episodes included)")
+    ax.set_ylabel("success rate (episodes won)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"{run_dir.name}: learning curve")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = run_dir / "learning_curve.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any]:
+    p = run_dir / "summary.json"
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] | None = None
+                     ) -> str:
+    """report.md: the run, the held-out results side by side (random, zero-shot, BC-only,
+    RL, expert on the same episodes, with 95% intervals), the paired comparisons, where the
+    time went, and the last training iteration's metrics."""
     run_dir = Path(run_dir)
-    summary = {}
-    if (run_dir / "summary.json").is_file():
-        summary = json.loads((run_dir / "summary.json").read_text())
+    summary = _read_summary(run_dir)
     records = read_metrics(run_dir)
     lines = [f"# Run report: `{run_dir.name}`", ""]
     if summary:
         cfg = summary.get("config", {})
         lines += [f"- algorithm: `{cfg.get('algorithm', '?')}`, model: "
                   f"`{cfg.get('model', {}).get('name', '?')}` "
-                  f"({cfg.get('model', {}).get('finetune', '?')})",
+                  f"({cfg.get('model', {}).get('finetune', '?')}), env: "
+                  f"`{cfg.get('env', {}).get('id', '?')}` {cfg.get('env', {}).get('kwargs', '')}",
                   f"- seed: {summary.get('seed')}, status: {summary.get('status', '?')}",
-                  f"- wall time: {summary.get('wall_time_s', float('nan')):.1f} s, env steps: "
+                  f"- RL iterations: {summary.get('iterations')}, wall time: "
+                  f"{summary.get('wall_time_s', float('nan')):.1f} s, env steps: "
                   f"{summary.get('env_steps')}, optimizer steps: {summary.get('optimizer_steps')}"
                   f" (skipped {summary.get('skipped_steps', 0)})"]
         if summary.get("warm_start"):
@@ -117,42 +222,171 @@ def markdown_summary(run_dir: str | Path) -> str:
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
             lines.append(f"- split fingerprints: {fps}")
-        before = flatten_dict(summary.get("before", {}))
-        warm = flatten_dict(summary.get("after_warm_start") or {})
-        after = flatten_dict(summary.get("eval", {}))
-        if warm:
-            lines += ["", "| metric | before | after warm start | after |", "|---|---|---|---|"]
-            for k in sorted(after):
-                lines.append(f"| eval.{k} | {_fmt(before.get(k, ''))} | {_fmt(warm.get(k, ''))} "
-                             f"| {_fmt(after[k])} |")
-        else:
-            lines += ["", "| metric | before | after |", "|---|---|---|"]
-            for k in sorted(after):
-                lines.append(f"| eval.{k} | {_fmt(before.get(k, ''))} | {_fmt(after[k])} |")
+        prov = summary.get("provenance") or {}
+        if prov:
+            pk = ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items())
+            lines.append(f"- provenance: commit {prov.get('commit')}, python "
+                         f"{prov.get('python')}, java {prov.get('java')}; {pk}")
+        lines += _results_table(summary, baselines or {})
+        lines += _comparisons(summary)
+        lines += _time_table(summary)
     if records:
-        last = records[-1]
-        lines += ["", f"Last logged iteration: {last.get('iteration')}", "",
-                  "| metric | last value |", "|---|---|"]
-        for k in sorted(last):
-            if k != "iteration":
-                lines.append(f"| {k} | {_fmt(last[k])} |")
+        train = [r for r in records if r.get("iteration", 0) >= 1]
+        if train:
+            last = train[-1]
+            lines += ["", f"## Last training iteration ({last.get('iteration')})", "",
+                      "Rollout, loss and optimizer metrics of that iteration (held-out "
+                      "results are in the table above).", "", "| metric | value |", "|---|---|"]
+            for k in sorted(last):
+                if k != "iteration" and not k.startswith("eval/"):
+                    lines.append(f"| {k} | {_fmt(last[k])} |")
+        else:
+            lines += ["", "No RL iteration ran (see status and the time table)."]
     return "\n".join(lines) + "\n"
+
+
+STAGES = (("zero-shot", "before"), ("BC-only (after warm start)", "after_warm_start"),
+          ("RL (final)", "eval"))
+
+
+def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> list[str]:
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    splits = sorted({s for _, k in STAGES for s in (summary.get(k) or {})})
+    for split in splits:
+        if "random" in baselines.get(split, {}):
+            rows.append((split, "random", baselines[split]["random"]))
+        for label, key in STAGES:
+            m = (summary.get(key) or {}).get(split)
+            if m:
+                rows.append((split, label, m))
+        if "expert" in baselines.get(split, {}):
+            rows.append((split, "expert", baselines[split]["expert"]))
+    if not rows:
+        return []
+    out = ["", "## Held-out results", "",
+           "Greedy decisions; every row played the same episodes (same games, same menu "
+           "order) unless its fingerprint or episode count differs.", "",
+           "| split | agent | episodes | success (95% CI) | mean steps | invalid rate | "
+           "fingerprint |", "|---|---|---|---|---|---|---|"]
+    for split, label, m in rows:
+        ci = m.get("success_ci95")
+        rate = m.get("success_rate", float("nan"))
+        n = m.get("episodes")
+        if not ci and isinstance(n, int) and n > 0 and isinstance(rate, (int, float)):
+            from deciplane.stats import wilson_interval
+
+            ci = wilson_interval(round(rate * n), n)      # summaries written before 0.2
+        ci_s = f" ({ci[0]:.0%}-{ci[1]:.0%})" if ci else ""
+        inv = m.get("invalid_rate", m.get("invalid_action_rate", float("nan")))
+        out.append(f"| {split} | {label} | {m.get('episodes')} | {rate:.0%}{ci_s} | "
+                   f"{_fmt(m.get('mean_steps', float('nan')))} | {_fmt(inv)} | "
+                   f"{m.get('split_fingerprint', '')} |")
+    return out
+
+
+def _comparisons(summary: dict[str, Any]) -> list[str]:
+    comps = summary.get("comparisons") or {}
+    if not comps:
+        return []
+    out = ["", "## Paired comparisons (same episodes, 95%)", "",
+           "| split | A - B | episodes | only A won | only B won | difference (95% CI) | "
+           "McNemar p | A better at 95% |", "|---|---|---|---|---|---|---|---|"]
+    for split, cs in sorted(comps.items()):
+        for name, c in cs.items():
+            lo, hi = c["ci95"]
+            out.append(f"| {split} | {name} | {c['n']} | {c['only_a']} | {c['only_b']} | "
+                       f"{c['difference']:+.0%} ({lo:+.0%} to {hi:+.0%}) | "
+                       f"{c['mcnemar_p']:.3g} | {'yes' if c.get('a_better_95') else 'no'} |")
+    return out
+
+
+def _time_table(summary: dict[str, Any]) -> list[str]:
+    t = summary.get("time") or {}
+    phases = t.get("phases_s") or {}
+    if not phases:
+        return []
+    out = ["", "## Where the time went", "", "| phase | seconds | share of wall time |",
+           "|---|---|---|"]
+    share = t.get("share_of_wall") or {}
+    for k, v in sorted(phases.items(), key=lambda kv: -kv[1]):
+        out.append(f"| {k} | {v:.1f} | {share.get(k, 0):.0%} |")
+    plan = summary.get("plan") or {}
+    if plan.get("max_wall_time_s") is not None:
+        out += ["", f"Plan: budget {plan['max_wall_time_s']:.0f} s; evaluations at most "
+                f"{plan.get('eval_share', 0):.0%} ({plan.get('eval_episodes')} of "
+                f"{plan.get('eval_episodes_requested')} episodes each), warm start at most "
+                f"{plan.get('warm_start_share', 0):.0%}; longest evaluation "
+                f"{_fmt(plan.get('eval_s_max'))} s, longest iteration "
+                f"{_fmt(plan.get('iteration_s_max'))} s."]
+    return out
 
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, list) and len(v) > 6:
+        return f"[{len(v)} values]"
     return str(v)
 
 
-def write_report(run_dir: str | Path) -> tuple[Path, list[Path]]:
-    """Write ``report.md`` and PNG curves into ``run_dir``; return their paths."""
+BASELINES_FILE = "baselines.json"
+
+
+def run_baselines(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Random play and the env expert on the episodes the run's held-out evaluations
+    played (same split, episode count and seeds, hence the same games and menus; no model
+    needed), per split: ``{split: {"random": metrics, "expert": metrics}}``. Cached in
+    ``RUN_DIR/baselines.json`` under the split fingerprint and episode count."""
+    from deciplane.evaluation.evaluate import ExpertAgent, RandomAgent, evaluate_agent
+    from deciplane.evaluation.run_eval import read_run_config, run_env_kwargs
+
+    run_dir = Path(run_dir)
+    summary = _read_summary(run_dir)
+    cache_path = run_dir / BASELINES_FILE
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    config = read_run_config(run_dir)
+    if config.algorithm not in ("rlid_ppo", "text_ppo"):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for split, m in (summary.get("eval") or {}).items():
+        n = m.get("episodes")
+        fp = m.get("split_fingerprint")
+        if not isinstance(n, int) or n < 1:
+            continue
+        key = f"{split}|{fp}|{n}|{config.env.max_episode_steps}"
+        if key not in cache:
+            env_split, kwargs = run_env_kwargs(config, split)
+            res = {}
+            for agent in (RandomAgent(seed=0), ExpertAgent()):
+                rep = evaluate_agent(config.env.id, agent, split=env_split, episodes=n,
+                                     seed=0, env_kwargs=kwargs, progress=False)
+                res[agent.name] = {"success_rate": rep.success_rate,
+                                   "success_ci95": list(rep.success_ci95),
+                                   "episodes": rep.episodes, "mean_steps": rep.mean_steps,
+                                   "invalid_rate": rep.invalid_action_rate,
+                                   "split_fingerprint": rep.split_fingerprint}
+            cache[key] = res
+            cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
+        out[split] = cache[key]
+    return out
+
+
+def write_report(run_dir: str | Path, baselines: bool = True) -> tuple[Path, list[Path]]:
+    """Write ``report.md`` and PNG curves into ``run_dir``; return their paths.
+    ``baselines``: also play random and expert on the same held-out episodes (cached)."""
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.jsonl").is_file() and not (run_dir / "summary.json").is_file():
         raise ReportError(f"{run_dir} has no metrics.jsonl or summary.json; pass the --run-dir "
                           "of a `deciplane train` run")
     pngs = plot_run(run_dir)
-    md = markdown_summary(run_dir)
+    base: dict[str, dict[str, Any]] = {}
+    note = ""
+    if baselines and (run_dir / "config.yaml").is_file():
+        try:
+            base = run_baselines(run_dir)
+        except Exception as e:  # noqa: BLE001 - the report still has the run's own rows
+            note = f"\n(random/expert rows left out: {type(e).__name__}: {e})\n"
+    md = markdown_summary(run_dir, base) + note
     if pngs:
         md += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in pngs) + "\n"
     path = run_dir / "report.md"

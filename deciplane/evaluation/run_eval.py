@@ -184,12 +184,16 @@ def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
 def run_env_kwargs(config: Any, split: str | None,
                    overrides: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]]:
     """``(split or None, gym.make kwargs)`` for evaluating a run on its environment: the
-    run's ``env.kwargs`` (updated by ``overrides``) and ``max_episode_steps``. The split is
+    run's ``env.kwargs`` (updated by ``overrides``) with the trainer's menu defaults
+    (``deciplane.trainers.envs.MENU_DEFAULTS``) and ``max_episode_steps``. The split is
     dropped for environments without splits (and for explicit game-file lists)."""
-    from deciplane.trainers.envs import TEXTWORLD, _env_params
+    from deciplane.trainers.envs import MENU_DEFAULTS, TEXTWORLD, _env_params, with_menu_defaults
 
     kwargs = dict(config.env.kwargs)
     kwargs.update(overrides or {})
+    # the menus the trainer evaluated on (shuffled, task text), unless the run set them
+    kwargs = with_menu_defaults(kwargs, set(MENU_DEFAULTS) if config.env.id == TEXTWORLD
+                                else _env_params(config.env.id))
     kwargs["max_episode_steps"] = config.env.max_episode_steps
     if config.env.id == TEXTWORLD:
         if isinstance(kwargs.get("games"), (list, tuple)):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Callable, Generic, TypeVar, Union
 
 import torch
 
@@ -103,6 +103,10 @@ class Algorithm(abc.ABC):
     """How the loop averages :attr:`MicroLoss.metrics` over an optimizer batch: by the
     micro-batch's share of the rows (``rows``) or of the task normaliser's units
     (``task``)."""
+
+    on_bc_epoch: Callable[[int, int, float], bool] | None = None
+    """Set by the trainer: pass it as ``run_bc_epochs(on_epoch=...)`` in :meth:`warm_start`
+    (progress lines, and the time plan may stop the warm start after an epoch)."""
 
     def __init__(self, config: TrainConfig, policy: Any) -> None:
         self.config = config

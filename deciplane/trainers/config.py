@@ -123,6 +123,26 @@ class CheckpointConfig:
 
 
 @dataclass
+class PlanConfig:
+    """How a run with `max_wall_time_s` shares its time (no effect without a limit)."""
+
+    eval_share: float = 0.25
+    """At most this share of max_wall_time_s for all held-out evaluations together (before training, after the warm start, final): after the first evaluation batch is timed, every evaluation plays the same number of episodes, cut to fit (at least one batch of 8, at most eval.episodes)."""
+    warm_start_share: float = 0.2
+    """At most this share of max_wall_time_s for the behaviour-cloning warm start: no epoch starts that would end past it (the first always runs)."""
+
+    def check(self, prefix: str = "") -> None:
+        for name in ("eval_share", "warm_start_share"):
+            v = getattr(self, name)
+            if not 0.0 < v < 1.0:
+                raise ConfigError(f"{prefix}{name} = {v} must be in (0, 1)")
+        if self.eval_share + self.warm_start_share >= 0.9:
+            raise ConfigError(f"{prefix}eval_share + warm_start_share = "
+                              f"{self.eval_share + self.warm_start_share} leaves RL less than "
+                              "10% of max_wall_time_s; lower them")
+
+
+@dataclass
 class DistillConfig:
     """RL + distillation to a teacher on the student's own states, combined by CORD."""
 
@@ -207,7 +227,9 @@ class TrainConfig:
     iterations: int = 20
     """Rollout + update iterations."""
     max_wall_time_s: float | None = None
-    """Stop after this many seconds (checked between iterations); null = no limit."""
+    """Wall-time budget of the whole run (model load, evaluations, warm start, RL); the trainer sizes evaluations and the warm start (`plan`) and starts an RL iteration only if it and the final evaluation still fit; null = no limit."""
+    plan: PlanConfig = field(default_factory=PlanConfig)
+    """How max_wall_time_s is shared between evaluations, the warm start and RL."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The policy."""
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -417,7 +439,7 @@ def _validate_gae(obj: "RLiDPPOConfig") -> None:
 
 
 __all__ = ["CONFIGS", "load_config", "validate", "ModelConfig", "EnvConfig", "OptimConfig",
-           "EvalConfig", "CheckpointConfig", "DistillConfig", "BCConfig", "TLMDREConfig",
+           "EvalConfig", "PlanConfig", "CheckpointConfig", "DistillConfig", "BCConfig", "TLMDREConfig",
            "TrainConfig", "RLiDPPOConfig", "TextPPOConfig", "MathGRPOConfig",
            # re-exported from deciplane.config (their home since 0.2)
            "coerce", "from_dict", "parse_override", "to_dict", "dump_yaml", "field_docs",

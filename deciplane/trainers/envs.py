@@ -9,12 +9,24 @@ split once (or ``episodes`` episodes cycling through the games).
 
 Any other registered environment (a plug-in with the menu contract) runs in *seed mode*:
 the reset seed is the initial state, and evaluation uses seeds ``0..episodes-1`` of an env
-built with ``split=<split>`` when it accepts that argument.
+built with ``split=<split>`` when it accepts that argument. An env that exposes
+``num_tasks`` (``deciplane/TextWorldExpress-v0``: the 1000 seeds of an official fold) plays
+task ``seed % num_tasks`` (``options={"task": ...}``), so evaluation episode ``i`` is the
+``i``-th game of the fold, as in ``deciplane evaluate``.
+
+Menus carry no position shortcut: unless the config's ``env.kwargs`` say otherwise, every
+env that takes them is built with ``menu_order="shuffled"`` and
+``task_in_observation=True`` (:data:`MENU_DEFAULTS`) for training rollouts, behaviour
+cloning and evaluation alike. The menu seed is the reset seed, so the episodes of a group
+(reset with the same seed) see the same menus along their shared prefix, and evaluation
+episode ``i`` (reset seed ``i``) gets one fixed shuffle, the same for every agent compared
+(``info["menu_seed"]``).
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -25,6 +37,9 @@ from deciplane.trainers.config import EnvConfig
 
 TEXTWORLD = "deciplane/TextWorld-v0"
 
+MENU_DEFAULTS: dict[str, Any] = {"menu_order": "shuffled", "task_in_observation": True}
+"""Env options the trainer sets unless ``env.kwargs`` gives them (when the env takes them)."""
+
 
 class GameSlotEnv(gym.Wrapper):
     """One sub-env of a rollout: ``reset(seed=s)`` plays game ``s % n_games`` of the suite.
@@ -33,15 +48,52 @@ class GameSlotEnv(gym.Wrapper):
     passes one options dict to every sub-env, so the game travels in the per-env seed.)
     """
 
-    def __init__(self, env: gym.Env, n_games: int) -> None:
+    def __init__(self, env: gym.Env, n_games: int, key: str = "game") -> None:
         super().__init__(env)
         self.n_games = int(n_games)
+        self.key = key
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         opts = dict(options or {})
         if seed is not None:
-            opts.setdefault("game", int(seed) % self.n_games)
+            opts.setdefault(self.key, int(seed) % self.n_games)
         return self.env.reset(seed=seed, options=opts)
+
+
+class DropNoneInfo(gym.Wrapper):
+    """Leaves out ``info`` entries whose value is ``None`` (``expert_action`` once
+    TextWorld-Express's gold path is used up): a vector env stacks an info key into one
+    array per key, which cannot hold ``None`` next to integers; a missing entry is masked
+    out instead and reads back as ``None`` in the episode loop."""
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        return obs, _drop_none(info)
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, _drop_none(info)
+
+
+def _drop_none(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in info.items() if v is not None}
+
+
+def task_slots(env: gym.Env) -> gym.Env:
+    """``env`` wrapped in a :class:`GameSlotEnv` over its ``num_tasks`` (``options["task"]
+    = seed % num_tasks``), or unchanged when it has none."""
+    n = getattr(env.unwrapped, "num_tasks", None)
+    return GameSlotEnv(env, int(n), key="task") if isinstance(n, int) and n > 0 else env
+
+
+def with_menu_defaults(kwargs: dict[str, Any], accepted: set[str]) -> dict[str, Any]:
+    """``kwargs`` plus :data:`MENU_DEFAULTS` for the options the env takes and ``kwargs``
+    does not set."""
+    out = dict(kwargs)
+    for k, v in MENU_DEFAULTS.items():
+        if k in accepted:
+            out.setdefault(k, v)
+    return out
 
 
 class EnvSuite:
@@ -56,10 +108,27 @@ class EnvSuite:
         self._suites: dict[str, Any] = {}
         self._vec: dict[int, gym.vector.VectorEnv] = {}
         self._fps: dict[str, str] = {}
+        self.progress: Callable[[str, int, int, dict[str, Any]], None] | None = None
+        """Set by the trainer: called after every evaluation batch (a line per batch in a
+        log file)."""
+        self.episode_limit: int | None = None
+        """Set by the trainer's time plan: at most this many evaluation episodes (the first
+        ones of the split's list, so every evaluation plays the same episodes)."""
+        self.setup_s = 0.0
+        """Seconds spent generating games and building envs (JVMs) so far."""
 
     # ---- games -----------------------------------------------------------------------------
     def games(self, split: str) -> list[str]:
         """Game files of ``split`` (TextWorld only)."""
+        if split not in self._suites:
+            t0 = time.perf_counter()
+            try:
+                self._load_games(split)
+            finally:
+                self.setup_s += time.perf_counter() - t0
+        return self._suites[split]
+
+    def _load_games(self, split: str) -> None:
         if split not in self._suites:
             from deciplane.envs import make_game_suite
 
@@ -75,7 +144,6 @@ class EnvSuite:
                                         **dict(kw.get("game_options") or {}))
                 self._suites[split] = [str(p) for p in suite.paths]
                 self._fps[split] = suite.fingerprint
-        return self._suites[split]
 
     def fingerprints(self) -> dict[str, str]:
         return dict(self._fps)
@@ -83,6 +151,8 @@ class EnvSuite:
     def _make_env(self, split: str) -> Callable[..., gym.Env]:
         kw = {k: v for k, v in self.kwargs.items() if k != "games"}
         steps = self.cfg.max_episode_steps
+        kw = with_menu_defaults(kw, set(MENU_DEFAULTS) if self.textworld
+                                else _env_params(self.cfg.id))
         if self.textworld:
             if self.expert:
                 kw["expert"] = True
@@ -97,12 +167,23 @@ class EnvSuite:
             kw["expert"] = True
         if "split" in params:
             kw["split"] = split
-        return lambda: gym.make(self.cfg.id, max_episode_steps=steps, **kw)
+        return lambda: DropNoneInfo(task_slots(gym.make(self.cfg.id, max_episode_steps=steps,
+                                                        **kw)))
 
     def _vector(self, split: str, n: int, remote: bool = False) -> gym.vector.VectorEnv:
         w = self.workers
         remote = remote and w is not None and w.backend == "ray"
         key = hash((split, n, remote))
+        if key not in self._vec:
+            t0 = time.perf_counter()
+            try:
+                self._build_vector(key, split, n, remote)
+            finally:
+                self.setup_s += time.perf_counter() - t0
+        return self._vec[key]
+
+    def _build_vector(self, key: int, split: str, n: int, remote: bool) -> None:
+        w = self.workers
         if key not in self._vec:
             fns = [self._make_env(split) for _ in range(n)]
             if remote:
@@ -112,7 +193,10 @@ class EnvSuite:
                     step_timeout_s=w.step_timeout_s)
             else:
                 self._vec[key] = make_vector_env(fns)
-        return self._vec[key]
+                sub = getattr(self._vec[key], "envs", [None])[0]
+                fp = getattr(getattr(sub, "unwrapped", None), "split_fingerprint", None)
+                if fp is not None:      # seed-mode envs that fingerprint their split (TWX)
+                    self._fps.setdefault(split, str(fp))
 
     # ---- training --------------------------------------------------------------------------
     def train_batch(self, seed: int, episodes: str | None = None
@@ -148,18 +232,34 @@ class EnvSuite:
         return list(range(episodes or 10))
 
     def evaluate(self, agent: Any, split: str, episodes: int | None, collect: Callable,
-                 model: Any = None, batch: int = 8) -> dict[str, float]:
-        """Play the split's evaluation episodes with ``agent`` (greedy); success rate etc."""
+                 model: Any = None, batch: int = 8) -> dict[str, Any]:
+        """Play the split's evaluation episodes with ``agent`` (greedy): success rate with
+        its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins
+        in seed order (``episode_wins``, for paired comparisons: same ``episode_seeds``,
+        same games and menus) and the split fingerprint. ``self.progress(phase, done,
+        total, metrics)``, when set, is called after every batch."""
         import torch
 
+        from deciplane.stats import wilson_interval
+
         seeds = self.eval_seeds(split, episodes)
+        if self.episode_limit is not None:
+            seeds = seeds[:self.episode_limit]
         total = RolloutStats()
+        wins: list[int] = []
+        steps: list[int] = []
         was_training = bool(model.training) if model is not None else False
         if model is not None:
             model.eval()
         try:
-            for s in range(0, len(seeds), batch):
+            s = 0
+            while s < len(seeds):
+                if self.episode_limit is not None:   # may be set after the first batch
+                    seeds = seeds[:max(self.episode_limit, s)]
+                    if s >= len(seeds):
+                        break
                 part = seeds[s:s + batch]
+                s += len(part)
                 vec = self._vector(split, len(part))
                 if split not in self._fps:  # envs with their own suites (ALFWorld, ...)
                     try:
@@ -167,17 +267,27 @@ class EnvSuite:
                     except Exception:  # noqa: BLE001 - an env without a fingerprint
                         pass
                 with torch.no_grad():
-                    _, st = collect(agent, vec, part, 1, self.cfg.max_episode_steps, seed=0)
+                    trajs, st = collect(agent, vec, part, 1, self.cfg.max_episode_steps, seed=0)
+                wins += [int(t.won) for t in trajs]
+                steps += [len(t) for t in trajs]
                 for k in ("env_steps", "episodes", "won", "invalid", "length_sum"):
                     setattr(total, k, getattr(total, k) + getattr(st, k))
                 total.return_sum += st.return_sum
+                if self.progress is not None:
+                    self.progress(f"eval {split}", len(wins), len(seeds),
+                                  {"success": sum(wins) / len(wins)})
         finally:
             if model is not None and was_training:
                 model.train()
         n = max(1, total.episodes)
-        out = {"success_rate": total.won / n, "episodes": total.episodes,
-               "mean_return": total.return_sum / n, "mean_steps": total.length_sum / n,
-               "invalid_rate": total.invalid / max(1, total.env_steps)}
+        lo, hi = wilson_interval(total.won, total.episodes)
+        out: dict[str, Any] = {
+            "success_rate": total.won / n, "success_ci95": [lo, hi], "won": total.won,
+            "episodes": total.episodes, "mean_return": total.return_sum / n,
+            "mean_steps": total.length_sum / n,
+            "invalid_rate": total.invalid / max(1, total.env_steps),
+            "env_steps": total.env_steps, "episode_seeds": list(seeds), "episode_wins": wins,
+            "episode_steps": steps}
         if split in self._fps:
             out["split_fingerprint"] = self._fps[split]
         return out

@@ -54,7 +54,11 @@ class RunLogger:
         self.path = self.run_dir / METRICS_FILE
         self._truncate_after(start)
         self._fh = open(self.path, "a")
-        self.console = console or Console(stderr=True)
+        if console is None:
+            console = Console(stderr=True)
+            if not console.is_terminal:    # a log file: long lines, not wrapped at 80
+                console = Console(stderr=True, width=200)
+        self.console = console
         self._tb = None
         if tensorboard:
             try:
@@ -97,6 +101,21 @@ class RunLogger:
             shown = "  ".join(f"{k.split('/')[-1]}={metrics[k]:.3g}" for k in _SHOWN
                               if isinstance(metrics.get(k), (int, float)))
             self._progress.update(self._task, completed=iteration, description=shown)
+            if not self.console.is_terminal and iteration > 0:   # a log file: one line each
+                self.console.print(f"iteration {iteration}/{self._progress.tasks[0].total:.0f} "
+                                   f"{shown}".rstrip(), highlight=False)
+
+    def event(self, phase: str, done: int, total: int, metrics: dict[str, Any] | None = None
+              ) -> None:
+        """A progress event of a long phase (an evaluation batch, a warm-start epoch): one
+        line when the console is not a terminal (a log file), else the bar's text."""
+        shown = "  ".join(f"{k}={v:.3g}" for k, v in (metrics or {}).items()
+                          if isinstance(v, (int, float)))
+        line = f"{phase} {done}/{total} {shown}".rstrip()
+        if self._progress is not None and self.console.is_terminal:
+            self._progress.update(self._task, description=line)
+        else:
+            self.console.print(line, highlight=False)
 
     def print(self, msg: str) -> None:
         if self._progress is not None:

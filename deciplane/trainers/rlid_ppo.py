@@ -251,7 +251,8 @@ class MenuPPO(Algorithm):
 
         losses = run_bc_epochs(len(decs), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
                                micro_batch_size=c.optim.micro_batch_size,
-                               max_grad_norm=c.optim.max_grad_norm, seed=seed)
+                               max_grad_norm=c.optim.max_grad_norm, seed=seed,
+                               on_epoch=self.on_bc_epoch)
         return {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
                 "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
                 "final_loss": losses[-1] if losses else None}

@@ -86,7 +86,8 @@ def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:
     return ALGORITHMS[config.algorithm](config, policy)
 
 
-RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "progress",
+RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "plan.eval_share",
+                               "plan.warm_start_share", "progress",
                                "checkpoint.keep_last"})
 """Options a resumed run may change: the budget and cosmetics, never what the iterations
 already run depended on (shortening ``iterations`` ends the run at the next iteration
@@ -124,14 +125,16 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
         run_dir = Path("runs") / f"{config.algorithm}-{stamp}"
     if not resume:  # before the (slow) model and env set-up
         ensure_unused_run_dir(Path(run_dir))
+    t0 = time.perf_counter()
     policy = build_policy(config)
     # data-parallel under `accelerate launch` / `torchrun`: join the process group after
     # the model is loaded (transformers saves files on rank 0 only once a group exists,
     # and the first load of deciplane/tiny builds it into the cache)
     distributed.init_from_env(distributed.local_device(config.model.device))
     algo = build_algorithm(config, policy)
+    setup_s = time.perf_counter() - t0
     try:
-        return Trainer(config, run_dir, algo, resume=resume).train()
+        return Trainer(config, run_dir, algo, resume=resume, setup_s=setup_s).train()
     finally:
         algo.close()
 

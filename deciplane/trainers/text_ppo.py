@@ -147,7 +147,7 @@ class TextPPO(Algorithm):
 
         losses = run_bc_epochs(len(prompts), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
                                micro_batch_size=mbs, max_grad_norm=c.optim.max_grad_norm,
-                               seed=seed)
+                               seed=seed, on_epoch=self.on_bc_epoch)
         return {"kind": "behaviour cloning on env expert commands (token-level teacher "
                         "forcing)", "episodes": len(trajs), "decisions": len(prompts),
                 "tokens": int(sum(int(t.numel()) for t in targets)), "epochs": c.bc.epochs,

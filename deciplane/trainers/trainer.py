@@ -26,11 +26,12 @@ its evaluation. Everything else is here and shared:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -38,10 +39,14 @@ import torch
 from deciplane.engine import distributed
 from deciplane.engine.optim import Optimizer, combine_gradients, optimizer_step
 from deciplane.errors import CheckpointError, ConfigError
+from deciplane.provenance import provenance
+from deciplane.stats import paired_difference
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
 from deciplane.trainers.logger import METRICS_FILE, RunLogger
+from deciplane.trainers.planner import (continue_epochs, eval_episodes_that_fit,
+                                        room_for_iteration)
 from deciplane.utils import atomic_write_json, seed_everything
 
 
@@ -49,7 +54,7 @@ class Trainer:
     """Runs an :class:`Algorithm` for ``config.iterations`` iterations in ``run_dir``."""
 
     def __init__(self, config: TrainConfig, run_dir: str | Path, algorithm: Algorithm,
-                 resume: bool = False) -> None:
+                 resume: bool = False, setup_s: float = 0.0) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         self.algo = algorithm
@@ -71,6 +76,10 @@ class Trainer:
         self.counters = ckpt.Counters()
         self.extra: dict[str, Any] = {}
         self.resume = resume
+        self.setup_s = float(setup_s)   # model load etc. before train(): in the budget
+        self.phases: dict[str, float] = {}
+        self._eval_probe: dict[str, float] = {}
+        self._ws_box: dict[str, float] = {}
 
     # ---- public ------------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -89,26 +98,46 @@ class Trainer:
                 self.counters, self.extra = ckpt.load_checkpoint(last, self.policy.model,
                                                                  self.optimizer, self.modules)
                 start = self.counters.iteration
+        self.phases = dict(self.extra.get("phases", {}))
+        self._add_phase("model_load", self.setup_s)
         if main:
             (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
         logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
                            progress=cfg.progress) if main else _QuietLogger()
-        session_t0 = time.perf_counter()
+        self._logger = logger
+        self._hook_progress(logger)
+        # the budget covers the whole run: the model load before train() counts too
+        session_t0 = time.perf_counter() - self.setup_s
+        self._session_t0 = session_t0
         cpu_t0 = time.process_time()
         base_wall = self.counters.wall_time_s
+        self._base_wall = base_wall
         base_cpu = self.counters.cpu_time_s
         status = "completed"
+        plan = self.extra.setdefault("plan", self._initial_plan())
+        if plan.get("eval_episodes") is not None:   # resumed: the same episodes as before
+            self._set_eval_limit(plan["eval_episodes"])
         try:
-            if start == 0:
+            if start == 0 and not self.extra.get("pre_rl_done"):
                 self._before(logger)
+                self.extra["pre_rl_done"] = True
+                self._checkpoint()           # the warm-started weights survive any stop
+            iter_s: float | None = None
             for it in range(start, cfg.iterations):
                 elapsed = base_wall + time.perf_counter() - session_t0
-                if distributed.agree(cfg.max_wall_time_s is not None
-                                     and elapsed >= cfg.max_wall_time_s):
-                    status = f"stopped at the wall-time limit ({cfg.max_wall_time_s:.0f} s)"
-                    logger.print(f"[yellow]{status} after {it} iterations[/yellow]")
+                reserve = self._final_eval_reserve()
+                # rank 0's decision on every rank (data-parallel runs stop together)
+                if distributed.agree(not room_for_iteration(elapsed, cfg.max_wall_time_s,
+                                                            iter_s, reserve)):
+                    status = (f"stopped at the wall-time limit ({cfg.max_wall_time_s:.0f} s) "
+                              f"after {it} iterations: {elapsed:.0f} s used, the next "
+                              f"iteration (~{iter_s or 0:.0f} s) and the final evaluation "
+                              f"(~{reserve:.0f} s) would not fit")
+                    logger.print(f"[yellow]{status}[/yellow]")
                     break
+                t_it = time.perf_counter()
                 metrics = self._iteration(it, logger)
+                iter_s = max(iter_s or 0.0, time.perf_counter() - t_it)
                 self.counters.iteration = it + 1
                 self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
                 self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
@@ -116,11 +145,10 @@ class Trainer:
                 metrics["time/cpu_s"] = self.counters.cpu_time_s
                 logger.log(it + 1, metrics)
                 if (it + 1) % cfg.checkpoint.every == 0 or it + 1 == cfg.iterations:
-                    ckpt.save_checkpoint(self.run_dir, self.policy.model, self.optimizer,
-                                         self.counters, self.extra,
-                                         keep_last=cfg.checkpoint.keep_last,
-                                         modules=self.modules)
-            final = self._final_eval(logger)
+                    self._checkpoint()
+            plan["iteration_s_max"] = iter_s
+            with self._phase("eval_final"):
+                final = self._final_eval(logger)
         finally:
             logger.close()
         self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
@@ -132,28 +160,152 @@ class Trainer:
         distributed.barrier()
         return summary
 
+    # ---- time plan and phases ----------------------------------------------------------------
+    def _initial_plan(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"max_wall_time_s": cfg.max_wall_time_s,
+                "eval_share": cfg.plan.eval_share,
+                "warm_start_share": cfg.plan.warm_start_share,
+                "eval_episodes_requested": getattr(cfg.eval, "episodes", None),
+                "eval_episodes": None}
+
+    def _elapsed(self) -> float:
+        return self._base_wall + time.perf_counter() - self._session_t0
+
+    def _add_phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + float(seconds)
+        self.extra["phases"] = self.phases
+
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a phase; the suite's game generation / env building inside it is booked as
+        ``game_generation`` instead."""
+        suite = getattr(self.algo, "suite", None)
+        setup0 = getattr(suite, "setup_s", 0.0)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            setup = getattr(suite, "setup_s", 0.0) - setup0
+            self._add_phase(name, time.perf_counter() - t0 - setup)
+            if setup:
+                self._add_phase("game_generation", setup)
+
+    def _set_eval_limit(self, n: int | None) -> None:
+        suite = getattr(self.algo, "suite", None)
+        if suite is not None:
+            suite.episode_limit = n
+
+    def _evaluations_planned(self) -> int:
+        """Held-out evaluations of one split in this run: before, after the warm start,
+        final."""
+        cfg = self.config
+        warm = int(getattr(getattr(cfg, "bc", None), "episodes", 0) or 0) > 0
+        return (1 + int(warm)) * int(cfg.eval.before) + 1
+
+    def _hook_progress(self, logger: RunLogger) -> None:
+        """Progress events of long phases (evaluation batches, warm-start epochs) as log
+        lines, and the time plan's decisions taken at those events."""
+        cfg = self.config
+        suite = getattr(self.algo, "suite", None)
+        plan_box: dict[str, float] = {}
+
+        def on_eval(phase: str, done: int, total: int, metrics: dict[str, Any]) -> None:
+            logger.event(phase, done, total, metrics)
+            plan = self.extra["plan"]
+            if cfg.max_wall_time_s is None or plan.get("eval_episodes") is not None:
+                return
+            if "t0" not in plan_box:
+                return
+            # env building (JVM starts) is paid once, not per episode: left out
+            setup = getattr(suite, "setup_s", 0.0) - plan_box.get("setup0", 0.0)
+            per_ep = max(0.0, time.perf_counter() - plan_box["t0"] - setup) / max(done, 1)
+            n = eval_episodes_that_fit(cfg.max_wall_time_s, cfg.plan.eval_share, per_ep,
+                                       self._evaluations_planned(), total, minimum=done)
+            if distributed.active():    # rank 0's number on every rank: the same episodes
+                n = distributed.sum_int(n if distributed.is_main() else 0)
+            plan.update({"eval_episodes": n, "eval_probe_s_per_episode": per_ep,
+                         "evaluations": self._evaluations_planned()})
+            self._set_eval_limit(n)
+            if n < total:
+                logger.print(f"time plan: {n} of {total} evaluation episodes per evaluation "
+                             f"fit in {cfg.plan.eval_share:.0%} of {cfg.max_wall_time_s:.0f} s "
+                             f"({per_ep:.1f} s per episode)")
+
+        self._eval_probe = plan_box
+        if suite is not None:
+            suite.progress = on_eval
+        ws: dict[str, float] = {}
+        self._ws_box = ws
+
+        def on_bc_epoch(done: int, total: int, loss: float) -> bool:
+            now = time.perf_counter()
+            last = now - ws.get("t_last", ws.get("t0", now))
+            ws["t_last"] = now
+            ws["epochs"] = done
+            logger.event("warm start epoch", done, total, {"loss": loss})
+            deadline = ws.get("deadline")
+            go = not distributed.agree(not continue_epochs(now, deadline, last))  # rank 0's
+            if not go and done < total:
+                logger.print(f"time plan: warm start stopped after {done} of {total} epochs "
+                             f"({cfg.plan.warm_start_share:.0%} of the budget)")
+            return go
+
+        self.algo.on_bc_epoch = on_bc_epoch
+
+    def _final_eval_reserve(self) -> float:
+        """Seconds kept for the final evaluation: the longest evaluation so far."""
+        return float(self.extra.get("plan", {}).get("eval_s_max", 0.0) or 0.0)
+
+    def _checkpoint(self) -> None:
+        cfg = self.config
+        with self._phase("checkpoints"):
+            self.counters.wall_time_s = self._elapsed()
+            ckpt.save_checkpoint(self.run_dir, self.policy.model, self.optimizer,
+                                 self.counters, self.extra, keep_last=cfg.checkpoint.keep_last,
+                                 modules=self.modules)
+
     # ---- pieces --------------------------------------------------------------------------
     def _before(self, logger: RunLogger) -> None:
         """Held-out metrics of the untrained policy, then the optional warm start (and, if
         there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
         if cfg.eval.before:
-            self.extra["before"] = self._eval_splits(logger, "before training")
+            with self._phase("eval_before"):
+                self.extra["before"] = self._eval_splits(logger, "before training")
             logger.log(0, _eval_metrics(self.extra["before"]) | {"env_steps": 0})
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
-        warm = self.algo.warm_start(self.optimizer)
+        now = time.perf_counter()
+        self._ws_box["t0"] = now
+        if cfg.max_wall_time_s is not None:
+            self._ws_box["deadline"] = now + cfg.plan.warm_start_share * cfg.max_wall_time_s
+            self.extra["plan"]["warm_start_budget_s"] = (cfg.plan.warm_start_share
+                                                         * cfg.max_wall_time_s)
+        with self._phase("warm_start"):
+            warm = self.algo.warm_start(self.optimizer)
         if warm:
+            if "epochs" in self._ws_box:
+                warm["epochs_run"] = int(self._ws_box["epochs"])
             self.extra["warm_start"] = warm
             # expert episodes are environment interaction too: counted in env_steps
             self.counters.env_steps += int(warm.get("env_steps", 0))
             logger.print(f"behaviour-cloning warm start: {warm}")
             if cfg.eval.before:
-                self.extra["after_warm_start"] = self._eval_splits(logger, "after warm start")
+                with self._phase("eval_after_warm_start"):
+                    self.extra["after_warm_start"] = self._eval_splits(logger,
+                                                                       "after warm start")
 
-    def _eval_splits(self, logger: RunLogger, when: str) -> dict[str, dict[str, float]]:
+    def _eval_splits(self, logger: RunLogger, when: str) -> dict[str, dict[str, Any]]:
         out = {}
         for split in self.config.eval.final_splits:
+            t0 = time.perf_counter()
+            self._eval_probe["t0"] = t0
+            self._eval_probe["setup0"] = getattr(getattr(self.algo, "suite", None),
+                                                 "setup_s", 0.0)
             out[split] = self.algo.evaluate(split)
+            took = time.perf_counter() - t0
+            plan = self.extra["plan"]
+            plan["eval_s_max"] = max(float(plan.get("eval_s_max") or 0.0), took)
             logger.print(f"{when}, {split}: {_fmt(out[split])}")
         return out
 
@@ -162,11 +314,13 @@ class Trainer:
         seed = ckpt.iteration_seed(cfg.seed, it, "rollout")
         seed_everything(seed)
         t0 = time.perf_counter()
-        batch = self.algo.rollout(it, seed)
+        with self._phase("rollouts"):
+            batch = self.algo.rollout(it, seed)
         t1 = time.perf_counter()
         self.counters.env_steps += batch.env_steps
         self.counters.episodes += batch.episodes
-        upd = self._update(batch, ckpt.iteration_seed(cfg.seed, it, "minibatch"))
+        with self._phase("updates"):
+            upd = self._update(batch, ckpt.iteration_seed(cfg.seed, it, "minibatch"))
         t2 = time.perf_counter()
         metrics: dict[str, Any] = dict(batch.metrics)
         metrics.update(upd)
@@ -176,7 +330,8 @@ class Trainer:
                         "optim/skipped_steps": self.counters.skipped_steps,
                         "time/rollout_s": t1 - t0, "time/update_s": t2 - t1})
         if cfg.eval.every and (it + 1) % cfg.eval.every == 0 and it + 1 < cfg.iterations:
-            ev = self.algo.evaluate(cfg.eval.during_split)
+            with self._phase("eval_during"):
+                ev = self.algo.evaluate(cfg.eval.during_split)
             metrics.update({f"eval/{cfg.eval.during_split}/{k}": v for k, v in ev.items()
                             if isinstance(v, (int, float))})
         return metrics
@@ -224,12 +379,8 @@ class Trainer:
                     sums[k] = sums.get(k, 0.0) + v
         return {k: v / max(count, 1) for k, v in sums.items()}
 
-    def _final_eval(self, logger: RunLogger) -> dict[str, dict[str, float]]:
-        out = {}
-        for split in self.config.eval.final_splits:
-            out[split] = self.algo.evaluate(split)
-            logger.print(f"after training, {split}: {_fmt(out[split])}")
-        return out
+    def _final_eval(self, logger: RunLogger) -> dict[str, dict[str, Any]]:
+        return self._eval_splits(logger, "after training")
 
     def _summary(self, final: dict[str, dict[str, float]], status: str) -> dict[str, Any]:
         c = self.counters
@@ -254,6 +405,13 @@ class Trainer:
             "before": self.extra.get("before", {}),
             "after_warm_start": self.extra.get("after_warm_start"),
             "eval": final,
+            "comparisons": paired_comparisons({"zero_shot": self.extra.get("before") or {},
+                                               "warm_start_only": self.extra.get(
+                                                   "after_warm_start") or {},
+                                               "final": final}),
+            "plan": self.extra.get("plan"),
+            "time": time_breakdown(self.phases, c.wall_time_s),
+            "provenance": provenance(),
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         }
@@ -268,8 +426,43 @@ class _QuietLogger:
     def print(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    def event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
     def close(self) -> None:
         pass
+
+
+def paired_comparisons(stages: dict[str, dict[str, dict[str, Any]]]
+                       ) -> dict[str, dict[str, Any]]:
+    """Per split, each later stage minus each earlier one (``final - warm_start_only``,
+    ...), paired on the same episodes (:func:`deciplane.stats.paired_difference`, 95%);
+    only stages that played the same ``episode_seeds`` are paired."""
+    out: dict[str, dict[str, Any]] = {}
+    names = [k for k, v in stages.items() if v]
+    splits = sorted({s for v in stages.values() for s in v})
+    for split in splits:
+        for j, a in enumerate(names):
+            for b in names[:j]:
+                ea, eb = stages[a].get(split), stages[b].get(split)
+                if not ea or not eb or "episode_wins" not in ea or "episode_wins" not in eb:
+                    continue
+                if ea.get("episode_seeds") != eb.get("episode_seeds") or not ea["episode_wins"]:
+                    continue
+                cmp = paired_difference([bool(x) for x in ea["episode_wins"]],
+                                        [bool(x) for x in eb["episode_wins"]])
+                out.setdefault(split, {})[f"{a} - {b}"] = cmp.to_dict()
+    return out
+
+
+def time_breakdown(phases: dict[str, float], wall_s: float) -> dict[str, Any]:
+    """Seconds per phase, their sum's remainder as ``other`` (logging, set-up), and each
+    phase's share of the wall time."""
+    known = sum(phases.values())
+    out = {k: round(v, 3) for k, v in phases.items()}
+    out["other"] = round(max(0.0, wall_s - known), 3)
+    share = {k: round(v / wall_s, 4) if wall_s > 0 else 0.0 for k, v in out.items()}
+    return {"phases_s": out, "share_of_wall": share, "wall_s": round(wall_s, 3)}
 
 
 def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -278,7 +471,15 @@ def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 
 def _fmt(m: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items())
+    parts = []
+    for k, v in m.items():
+        if k.startswith("episode_"):     # per-episode lists: in summary.json, not the log
+            continue
+        if k == "success_ci95" and isinstance(v, (list, tuple)):
+            parts.append(f"ci95=[{v[0]:.3f}, {v[1]:.3f}]")
+        else:
+            parts.append(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}")
+    return ", ".join(parts)
 
 
 def ensure_unused_run_dir(run_dir: Path) -> None:
@@ -301,4 +502,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Algorithm", "Objectives", "RolloutBatch", "Trainer", "combine_gradients",
-           "ensure_unused_run_dir"]
+           "ensure_unused_run_dir", "paired_comparisons", "time_breakdown"]

@@ -79,10 +79,14 @@ ADAMW_DEFAULT_WEIGHT_DECAY = 0.01
 
 def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
                   params: list[torch.nn.Parameter], *, lr: float, epochs: int,
-                  micro_batch_size: int, max_grad_norm: float, seed: int) -> list[float]:
+                  micro_batch_size: int, max_grad_norm: float, seed: int,
+                  on_epoch: Callable[[int, int, float], bool] | None = None) -> list[float]:
     """``epochs`` shuffled passes over ``n`` units, one optimizer step (a fresh AdamW at
     ``lr`` over ``params`` as one group, gradient clipping) per micro-batch of
-    ``loss_fn(indices)`` (a mean over the micro-batch); returns the losses."""
+    ``loss_fn(indices)`` (a mean over the micro-batch); returns the losses.
+
+    ``on_epoch(done, epochs, mean_loss)``, if given, is called after every epoch; returning
+    ``False`` stops the warm start there (the trainer's time plan)."""
     opt = Optimizer(params, lr=lr, weight_decay=ADAMW_DEFAULT_WEIGHT_DECAY,
                     max_grad_norm=max_grad_norm)
     gen = torch.Generator().manual_seed(seed % (2**63))
@@ -93,12 +97,16 @@ def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
         losses.append(float(loss.detach()))
         return MicroLoss(task=loss)
 
-    for _ in range(epochs):
+    for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen).tolist()
+        first = len(losses)
         for s in range(0, n, micro_batch_size):
             part = perm[s:s + micro_batch_size]
             # each micro-batch is its own optimizer batch: share 1
             optimizer_step(opt, part, len(part), micro_loss, Normaliser([1] * n))
+        mean = sum(losses[first:]) / max(1, len(losses) - first)
+        if on_epoch is not None and not on_epoch(epoch + 1, epochs, mean):
+            break
     opt.zero_grad()
     return losses
 

@@ -85,11 +85,17 @@ def test_cli_scores_the_checkpoint_like_the_in_process_evaluation(env_run, tmp_p
     trained = load_trained_policy(run, "latest", threads=1)
     assert trained.checkpoint_name == "iter_000002" and trained.iteration == 2
     split, kwargs = run_env_kwargs(trained.config, "test")
-    assert kwargs == {"games": "embedded", "max_episode_steps": 4}
+    # the trainer's menu defaults (shuffled, task text) travel with the run
+    assert kwargs == {"games": "embedded", "max_episode_steps": 4, "menu_order": "shuffled",
+                      "task_in_observation": True}
     ref = evaluate_agent(trained.config.env.id, eval_agent_for(trained), split=split,
                          env_kwargs=kwargs, progress=False).to_dict()
     assert _strip(cli) == _strip(ref)
     assert all(ep["steps"] <= 4 for ep in cli["per_episode"])  # the run's max_episode_steps
+    # the same episodes and menus as the trainer's final evaluation: the same outcomes
+    final = summary["eval"]["test"]
+    assert [int(ep["won"]) for ep in cli["per_episode"]] == final["episode_wins"]
+    assert [ep["steps"] for ep in cli["per_episode"]] == final["episode_steps"]
 
 
 def test_loader_reads_the_chosen_checkpoints_trained_weights(env_run):

@@ -100,7 +100,9 @@ def test_report_writes_pngs_and_markdown(tmp_path):
     log.close()
     summary = {"config": {"algorithm": "rlid_ppo", "model": {"name": "m", "finetune": "lora"}},
                "seed": 0, "status": "completed", "wall_time_s": 1.5, "env_steps": 30,
-               "optimizer_steps": 3, "before": {"test": {"success_rate": 0.0}},
+               "optimizer_steps": 3,
+               "before": {"test": {"success_rate": 0.0, "episodes": 6,
+                                   "success_ci95": [0.0, 0.39]}},
                "eval": {"test": {"success_rate": 1.0, "episodes": 6}},
                "split_fingerprints": {"test": "abc"}}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
@@ -110,5 +112,9 @@ def test_report_writes_pngs_and_markdown(tmp_path):
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 2000
     text = md.read_text()
-    assert "| eval.test.success_rate | 0 | 1 |" in text and "learning_curve.png" in text
+    # one row per agent on the held-out episodes, with the interval (computed when absent)
+    assert "| test | zero-shot | 6 | 0% (0%-39%) |" in text
+    assert "| test | RL (final) | 6 | 100% (61%-100%) |" in text
+    assert "## Last training iteration (3)" in text and "learning_curve.png" in text
+    assert "eval/valid/success_rate" not in text.split("## Last training iteration")[1]
     assert any((tmp_path / "tb").iterdir())  # TensorBoard event file

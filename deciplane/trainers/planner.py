@@ -1,0 +1,50 @@
+"""Planning a run's wall time: ``max_wall_time_s`` covers the whole run.
+
+Pure functions of measured times (no clocks here), used by the
+:class:`~deciplane.trainers.trainer.Trainer`:
+
+* :func:`eval_episodes_that_fit` — after the first batch of the first held-out evaluation
+  has been timed, how many episodes every evaluation of the run (before training, after
+  the warm start, final) may play so that together they stay within ``eval_share`` of the
+  budget (at least one batch, at most what the config asks for; the same number for
+  every evaluation, so the agents compared play the same episodes);
+* :func:`continue_epochs` — whether the warm start may run another epoch before its
+  deadline (``warm_start_share`` of the budget after it began; the first epoch always
+  runs);
+* :func:`room_for_iteration` — whether another RL iteration fits before the budget ends,
+  with the final evaluation's time kept in reserve (the first iteration runs whenever the
+  reserve still fits: the warm-start checkpoint already holds the weights).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def eval_episodes_that_fit(budget_s: float, eval_share: float, per_episode_s: float,
+                           evaluations: int, requested: int, minimum: int) -> int:
+    """Episodes per evaluation such that ``evaluations`` evaluations of that many episodes,
+    each costing ``per_episode_s``, take at most ``eval_share * budget_s``; clamped to
+    ``[min(minimum, requested), requested]``."""
+    floor = min(minimum, requested)
+    if per_episode_s <= 0 or evaluations <= 0:
+        return requested
+    fit = math.floor(eval_share * budget_s / (evaluations * per_episode_s))
+    return max(floor, min(requested, fit))
+
+
+def continue_epochs(now_s: float, deadline_s: float | None, last_epoch_s: float) -> bool:
+    """Another epoch (about as long as the last one) ends before ``deadline_s``."""
+    return deadline_s is None or now_s + last_epoch_s <= deadline_s
+
+
+def room_for_iteration(elapsed_s: float, budget_s: float | None, iteration_s: float | None,
+                       reserve_s: float) -> bool:
+    """An iteration of ``iteration_s`` (None: not measured yet, taken as 0) plus the
+    ``reserve_s`` of the final evaluation still fit in ``budget_s`` after ``elapsed_s``."""
+    if budget_s is None:
+        return True
+    return elapsed_s + (iteration_s or 0.0) + reserve_s <= budget_s
+
+
+__all__ = ["continue_epochs", "eval_episodes_that_fit", "room_for_iteration"]
