@@ -33,7 +33,9 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
+    lo = 0.0 if successes == 0 else max(0.0, center - half)    # exact ends (no 1e-17)
+    hi = 1.0 if successes == n else min(1.0, center + half)
+    return lo, hi
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:

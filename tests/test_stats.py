@@ -18,6 +18,7 @@ def test_wilson_hand_computed():
     lo, hi = wilson_interval(5, 10)      # symmetric around 1/2
     assert lo == pytest.approx(0.23659, abs=1e-5) and hi == pytest.approx(1 - lo)
     assert wilson_interval(10, 10)[0] == pytest.approx(1 - 0.27753, abs=1e-5)
+    assert wilson_interval(0, 50)[0] == 0.0 and wilson_interval(50, 50)[1] == 1.0
     assert wilson_interval(0, 0) == (0.0, 1.0)
     with pytest.raises(ValueError):
         wilson_interval(3, 2)
