@@ -41,7 +41,12 @@ SUPERVISOR_MB = 48
 #: seconds the supervisor gets, past a probe's ``timeout_s``, to reply
 REPLY_SLACK_S = 10.0
 START_TIMEOUT_S = 20.0
-_SOURCE = (Path(__file__).with_name("_warm_supervisor.py")).read_text()
+_SOURCE = (Path(__file__).with_name("_warm_supervisor.py")).read_bytes() + b"\n#END\n"
+#: ``python3 -c`` this: reads the supervisor's source from stdin (kept off the command
+#: line, which every process in the sandbox can read) and runs it
+BOOTSTRAP = ("import os\nb = b''\nwhile not b.endswith(b'\\n#END\\n'):\n"
+             "    c = os.read(0, 65536)\n    if not c:\n        raise SystemExit(125)\n"
+             "    b += c\nexec(compile(b, 'warm-supervisor', 'exec'))\n")
 
 
 def child_rlimits(limits: Limits, address_space: bool, nproc: bool) -> dict[str, list[int]]:
@@ -84,7 +89,7 @@ class WarmJail:
             if sb._cgroups:
                 self.jail = acquire_jail(limits.max_procs + 1,
                                          limits.memory_mb + 64 + SUPERVISOR_MB)
-            program = [sb.python, "-c", _SOURCE]
+            program = [sb.python, "-c", BOOTSTRAP]
             if sb.backend == "bwrap":
                 self._status_fd, wfd = os.pipe()
                 fds.append(wfd)
@@ -121,6 +126,11 @@ class WarmJail:
             os.set_blocking(f.fileno(), False)
             self._sel.register(f, selectors.EVENT_READ)
         self._buf = bytearray()
+        try:
+            self.proc.stdin.write(_SOURCE)
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # it died at start: no "ready" below
         hello = self._recv(time.monotonic() + START_TIMEOUT_S, 4096)
         self.dead = not (isinstance(hello, dict) and hello.get("ready") is True)
 
