@@ -240,6 +240,7 @@ class Sandbox:
                 # additionally gives python a clean MemoryError when no tool wraps it.
                 jail = acquire_jail(limits.max_procs, limits.memory_mb + 64)
             address_space = not prefix
+            chain = host_chain(self.backend, jail)
             if self.backend == "bwrap":
                 rfd, wfd = os.pipe()
                 scfd = _bwrap.seccomp_fd()
@@ -249,13 +250,15 @@ class Sandbox:
                                          wfd, address_space,
                                          seccomp_fd=scfd if scfd >= 0 else None,
                                          nproc_limit=jail is None,
-                                         sh_init=jail is None)
+                                         sh_init=jail is None, host_prefix=chain)
                 argv, argfd = _bwrap.options_via_fd(argv)
             else:
                 from deciplane.envs.sandbox import namespace
                 argv = namespace.build_argv(self.python, str(scratch), limits, env, prefix,
                                             address_space, drop, nproc_limit=jail is None)
-            if jail is not None:
+                if chain is not None:
+                    argv = chain + argv
+            if jail is not None and chain is None:
                 argv = jail.join_argv() + argv
             raw = execute(argv, stdin, limits, jail=jail,
                           pass_fds=tuple(fd for fd in (wfd, scfd, argfd) if fd >= 0))
@@ -278,6 +281,20 @@ class Sandbox:
                 release_jail(jail)
             remove_scratch(scratch)
         return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
+
+
+def host_chain(backend: str, jail) -> list[str] | None:  # noqa: ANN001
+    """The compiled launcher's prefix for this run (cgroup join; for bwrap as root also
+    the network namespace and the drop to uid 65534), or None: keep the ``sh`` /
+    ``unshare`` / ``setpriv`` chain (no compiler, ``DECIPLANE_SANDBOX_LAUNCHER=0``, or
+    nothing for it to do)."""
+    from deciplane.envs.sandbox import launcher
+    netns = backend == "bwrap" and _bwrap.loopback_down()
+    drop = backend == "bwrap" and _bwrap.drops_privileges()
+    if jail is None and not netns and not drop:
+        return None
+    exe = launcher.launcher_path()
+    return launcher.launch_argv(exe, jail, netns, drop) if exe else None
 
 
 def _sandbox_visible(tool: str) -> bool:

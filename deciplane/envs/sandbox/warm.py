@@ -90,6 +90,8 @@ class WarmJail:
                 self.jail = acquire_jail(limits.max_procs + 1,
                                          limits.memory_mb + 64 + SUPERVISOR_MB)
             program = [sb.python, "-c", BOOTSTRAP]
+            from deciplane.envs.sandbox import host_chain
+            chain = host_chain(sb.backend, self.jail)
             if sb.backend == "bwrap":
                 self._status_fd, wfd = os.pipe()
                 fds.append(wfd)
@@ -99,7 +101,8 @@ class WarmJail:
                 argv = _bwrap.build_argv(sb.python, str(self.scratch), limits, env, [], wfd,
                                          False, seccomp_fd=scfd, nproc_limit=False,
                                          program=program,
-                                         rlimits=supervisor_rlimits(limits))
+                                         rlimits=supervisor_rlimits(limits),
+                                         host_prefix=chain)
                 argv, argfd = _bwrap.options_via_fd(argv)
                 if argfd >= 0:
                     fds.append(argfd)
@@ -108,7 +111,9 @@ class WarmJail:
                 argv = namespace.build_argv(sb.python, str(self.scratch), limits, env, [],
                                             False, drop, program=program,
                                             rlimits=supervisor_rlimits(limits))
-            if self.jail is not None:
+                if chain is not None:
+                    argv = chain + argv
+            if self.jail is not None and chain is None:
                 argv = self.jail.join_argv() + argv
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True,
