@@ -84,3 +84,9 @@ def launch_argv(exe: str, jail: CgroupJail | None, netns: bool, drop: bool) -> l
     if drop:
         argv += ["-u", str(NOBODY), "-g", str(NOBODY)]
     return argv + ["--"]
+
+
+if __name__ == "__main__":  # `python -m deciplane.envs.sandbox.launcher`: build it now
+    path = launcher_path()
+    print(path or "deciplane-launch not built (no C compiler, or disabled): sandboxes use "
+          "the sh/unshare/setpriv chain")
