@@ -18,7 +18,8 @@ from deciplane.envs.sandbox import launcher
 
 
 @pytest.fixture
-def exe():
+def exe(monkeypatch):
+    monkeypatch.setenv("DECIPLANE_SANDBOX_LAUNCHER", "1")   # opt-in for now
     path = launcher.launcher_path()
     if path is None:
         pytest.skip("no C compiler here: the launcher is not built (sh/unshare/setpriv chain)")

@@ -286,8 +286,8 @@ class Sandbox:
 def host_chain(backend: str, jail) -> list[str] | None:  # noqa: ANN001
     """The compiled launcher's prefix for this run (cgroup join; for bwrap as root also
     the network namespace and the drop to uid 65534), or None: keep the ``sh`` /
-    ``unshare`` / ``setpriv`` chain (no compiler, ``DECIPLANE_SANDBOX_LAUNCHER=0``, or
-    nothing for it to do)."""
+    ``unshare`` / ``setpriv`` chain (not opted in with ``DECIPLANE_SANDBOX_LAUNCHER=1``,
+    no compiler, or nothing for it to do)."""
     from deciplane.envs.sandbox import launcher
     netns = backend == "bwrap" and _bwrap.loopback_down()
     drop = backend == "bwrap" and _bwrap.drops_privileges()
