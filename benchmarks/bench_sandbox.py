@@ -11,6 +11,15 @@ time as the caller sees it (``Sandbox.run`` end to end: scratch dir, cgroup, pro
 chain, clean-up), and the CPU time of the run's processes (bare: ``RUSAGE_CHILDREN``
 delta; sandboxes: ``result.cpu_time_s``, from the run's cgroup — steadier than wall time
 on a loaded machine). Goal: bwrap/namespace median wall <= 1.3x bare.
+
+Then a Probe-ERPO step: K candidate programs x P probe inputs, every probe a sandboxed
+run, as sandboxed runs per second: through ``Sandbox.run`` (one sandbox per probe), and
+through ``Sandbox.run_many`` (one warm jail per candidate; each probe a fresh process
+forked from a warm interpreter, or with ``fresh_interpreter=True`` a fresh
+``python3 main.py`` exec'd in it), against bare ``subprocess.run`` of each probe.
+Rounds are interleaved too. ``--k 0`` skips it.
+
+    python benchmarks/bench_sandbox.py --runs 60 --k 8 --p 16 --rounds 5 --json out.json
 """
 
 from __future__ import annotations
@@ -33,6 +42,10 @@ from deciplane.envs.sandbox import Sandbox, available_backends  # noqa: E402
 from deciplane.envs.sandbox._common import find_python  # noqa: E402
 
 PROGRAM = "pass\n"
+#: a candidate solution as Probe-ERPO runs them: parse the probe input, compute, print
+CANDIDATE = ("import sys\n"
+             "nums = [int(x) for x in sys.stdin.read().split()]\n"
+             "print(sum(x * x for x in nums) % {mod})\n")
 
 
 def children_cpu() -> float:
@@ -58,6 +71,17 @@ class Bare:
         finally:
             shutil.rmtree(d)
 
+    def run_out(self, code: str, stdin: str) -> str:
+        d = tempfile.mkdtemp(prefix="bench-bare-")
+        try:
+            with open(os.path.join(d, "main.py"), "w") as fh:
+                fh.write(code)
+            return subprocess.run([self.python, "main.py"], cwd=d, capture_output=True,
+                                  input=stdin.encode(), timeout=30,
+                                  check=True).stdout.decode()
+        finally:
+            shutil.rmtree(d)
+
 
 def one(side, code: str = PROGRAM) -> tuple[float, float]:
     """(wall seconds as the caller sees it, CPU seconds of the run's processes): for bare
@@ -80,6 +104,28 @@ def summarize(walls: list[float], cpus: list[float]) -> dict[str, float]:
             "cpu_median_ms": 1000 * statistics.median(cpus)}
 
 
+def probe_batch(side, k: int, p: int, mode: str) -> float:
+    """Seconds for one K x P step: ``mode`` is ``run`` (a sandbox per probe), ``fork`` /
+    ``exec`` (``run_many``: a warm jail per candidate), or ``bare``. Every result is
+    checked against the expected answer."""
+    t0 = time.perf_counter()
+    for c in range(k):
+        code = CANDIDATE.format(mod=1000 + c)
+        stdins = [" ".join(str(j * 7 + i) for j in range(50)) for i in range(p)]
+        want = [f"{sum((j * 7 + i) ** 2 for j in range(50)) % (1000 + c)}\n"
+                for i in range(p)]
+        if mode == "bare":
+            got = [side.run_out(code, s) for s in stdins]
+        elif mode == "run":
+            got = [side.run(code, stdin=s).stdout for s in stdins]
+        else:
+            got = [r.stdout for r in side.run_many(code, stdins,
+                                                   fresh_interpreter=mode == "exec")]
+        if got != want:
+            raise RuntimeError(f"{side.backend}/{mode}: wrong probe output {got[:2]}")
+    return time.perf_counter() - t0
+
+
 def throughput(side, n: int, workers: int) -> float:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
@@ -93,6 +139,9 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4", help="parallel workers for throughput")
     ap.add_argument("--tp-runs", type=int, default=40, help="runs per throughput point")
     ap.add_argument("--backends", default="", help="comma list (default: all available)")
+    ap.add_argument("--k", type=int, default=8, help="candidates per Probe-ERPO step (0: skip)")
+    ap.add_argument("--p", type=int, default=16, help="probes per candidate")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved K x P rounds")
     ap.add_argument("--json", default="", help="write the raw results here")
     args = ap.parse_args()
 
@@ -140,9 +189,32 @@ def main() -> None:
     print("|---|" + "---|" * len(workers))
     for k, row in tp.items():
         print(f"| {k} | " + " | ".join(f"{row[w]:.1f}" for w in workers) + " |")
+    batch: dict[str, list[float]] = {}
+    if args.k > 0:
+        plan = [(sides[0], "bare")]
+        for side in sides[1:]:
+            modes = ["run"] + (["fork", "exec"] if side.backend != "docker" else [])
+            plan += [(side, m) for m in modes]
+        for side, mode in plan:   # warm-up
+            probe_batch(side, 1, 2, mode)
+        for r in range(args.rounds):
+            for side, mode in (plan if r % 2 == 0 else plan[::-1]):
+                key = f"{side.backend}/{mode}" if mode != "bare" else "bare"
+                batch.setdefault(key, []).append(probe_batch(side, args.k, args.p, mode))
+        n = args.k * args.p
+        bare_rps = n / statistics.median(batch["bare"])
+        print(f"\n## Probe-ERPO step: K={args.k} candidates x P={args.p} probes, one worker "
+              f"({args.rounds} interleaved rounds, median; load at end "
+              f"{os.getloadavg()[0]:.1f})\n")
+        print("| path | sandboxed runs/s | ms per probe | vs bare runs/s |")
+        print("|---|---|---|---|")
+        for key, secs in batch.items():
+            rps = n / statistics.median(secs)
+            print(f"| {key} | {rps:.1f} | {1000 / rps:.1f} | {rps / bare_rps:.2f}x |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"per_run": stats, "throughput": tp, "walls": walls, "cpus": cpus,
+                       "probe_batch_s": batch, "k": args.k, "p": args.p,
                        "load_end": load_end, "backends": av}, fh, indent=1, default=str)
 
 

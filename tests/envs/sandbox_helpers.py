@@ -16,6 +16,8 @@ _CACHE: dict[str, Sandbox] = {}
 def sandbox_or_skip(name: str) -> Sandbox:
     """The backend's Sandbox, or ``pytest.skip`` with the reason it cannot run here (the
     reason shows in the ``-ra`` summary: never a silent pass)."""
+    if name.endswith("-warm"):
+        return WarmRunner(sandbox_or_skip(name[:-len("-warm")]))
     if name not in _CACHE:
         ok, why = available_backends()[name]
         if not ok:
@@ -47,8 +49,34 @@ def scratch_holding(name: str, worker, content: str | None = None,
     return None
 
 
-def backend_params() -> list:
-    return [pytest.param(name, id=name) for name in BACKENDS]
+def backend_params(warm: bool = False) -> list:
+    """One param per backend; ``warm``: also ``<backend>-warm`` for the local backends
+    (the same checks through :meth:`Sandbox.run_many`'s warm jail, see
+    :func:`sandbox_or_skip`)."""
+    names = list(BACKENDS) + ([f"{n}-warm" for n in WARM_BACKENDS] if warm else [])
+    return [pytest.param(name, id=name) for name in names]
+
+
+WARM_BACKENDS = ("bwrap", "namespace")
+
+
+class WarmRunner:
+    """A Sandbox look-alike whose ``run`` goes through ``run_many`` (one input, a warm
+    jail): the adversarial suite then checks the forked-probe path the same way. It
+    checks nothing itself: a probe that breaks its jail (e.g. ``kill(-1)``) is
+    re-run through ``run()`` by design, and is judged by the test like any other."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box = box
+
+    def __getattr__(self, name: str):  # backend, loopback, ...
+        return getattr(self.box, name)
+
+    def run(self, code: str, stdin: str = "", collect_files=None, **kw):  # noqa: ANN001
+        if collect_files:
+            pytest.skip("run_many has no collect_files (run() covers it)")
+        (res,) = self.box.run_many(code, [stdin], **kw)
+        return res
 
 
 def host_pids_with(token: str) -> list[int]:

@@ -19,7 +19,7 @@ from sandbox_helpers import (backend_params, host_pids_with, my_children, sandbo
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(params=backend_params())
+@pytest.fixture(params=backend_params(warm=True))
 def sb(request, monkeypatch, sandbox_tmp):
     monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)
     box = sandbox_or_skip(request.param)

@@ -392,6 +392,15 @@ class CgroupJail:
         if "cpuacct" in self.dirs:
             self._write("cpuacct", "cpuacct.usage", "0")
 
+    def mark(self) -> None:
+        """Zero the counters (peak memory, OOM kills) without touching limits or processes:
+        the start of one probe inside a warm jail that already holds its supervisor."""
+        if "memory" in self.dirs:
+            with contextlib.suppress(OSError):
+                self._write("memory", "memory.max_usage_in_bytes", "0")
+            self._mem_base = int(self._read("memory", "memory.usage_in_bytes") or 0)
+            self._oom_base = self._oom_count()
+
     def _write(self, ctl: str, fname: str, value: str) -> None:
         with open(self.dirs[ctl] / fname, "w") as fh:
             fh.write(value)

@@ -129,14 +129,20 @@ def options_via_fd(argv: list[str]) -> tuple[list[str], int]:
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], status_fd: int, address_space_limit: bool,
                seccomp_fd: int | None = None, nproc_limit: bool = True,
-               sh_init: bool = False) -> list[str]:
+               sh_init: bool = False, program: list[str] | None = None,
+               rlimits: dict[str, int] | None = None,
+               host_prefix: list[str] | None = None) -> list[str]:
     """The full command line: [setpriv ...] bwrap <mounts> -- prlimit <limits> -- <prog>.
 
     ``sh_init``: make ``sh`` pid 1 of the sandbox (``--as-pid-1``) instead of bwrap's own
     init, which reaps the program without passing its resource usage up; with sh as the
     program's parent ``wait4`` on bwrap reports the program's CPU time. Needed where no
-    per-run cgroup accounts CPU."""
-    argv = _netns_argv() + _privilege_drop_argv() + [bwrap_path() or "bwrap"]
+    per-run cgroup accounts CPU. ``program`` replaces ``argv_prefix + [python, main.py]``
+    and ``rlimits`` the limits derived from ``limits`` (the warm jail's supervisor).
+    ``host_prefix`` (the compiled launcher, which makes the network namespace and drops
+    privileges itself) replaces the ``unshare --net`` + ``setpriv`` prefix."""
+    argv = (list(host_prefix) if host_prefix is not None
+            else _netns_argv() + _privilege_drop_argv()) + [bwrap_path() or "bwrap"]
     argv += ["--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY),
              "--hostname", "sandbox", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL", "--clearenv", "--json-status-fd", str(status_fd)]
@@ -160,6 +166,6 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
     if sh_init:
         argv += ["--as-pid-1"]
     argv += ["--"] + (["/bin/sh", "-c", '"$@"', "sh"] if sh_init else [])
-    argv += prlimit_argv(limits.rlimits(address_space=address_space_limit,
-                                        nproc=nproc_limit))
-    return argv + list(argv_prefix) + [python, "main.py"]
+    argv += prlimit_argv(rlimits if rlimits is not None else
+                         limits.rlimits(address_space=address_space_limit, nproc=nproc_limit))
+    return argv + (program or list(argv_prefix) + [python, "main.py"])

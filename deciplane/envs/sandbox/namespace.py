@@ -124,7 +124,8 @@ def available() -> tuple[bool, str]:
 
 def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
                argv_prefix: list[str], address_space_limit: bool, drop: bool,
-               program: list[str] | None = None, nproc_limit: bool = True) -> list[str]:
+               program: list[str] | None = None, nproc_limit: bool = True,
+               rlimits: dict[str, int] | None = None) -> list[str]:
     """``unshare <namespaces> -- sh -c 'mount --all --fstab F; chroot ... env -i ...
     prlimit ... prog'``. The fstab is written next to the scratch dir (mode 0600, outside
     the sandbox). ``sh`` stays pid 1 of the namespace and waits for the program, so the
@@ -143,7 +144,8 @@ def build_argv(python: str, scratch: str, limits: Limits, env: dict[str, str],
         inner += ["/usr/bin/setpriv", "--inh-caps=-all", "--bounding-set=-all",
                   "--no-new-privs", "--"]
     inner += ["/usr/bin/env", "-i", "-C", SCRATCH, *envs]
-    inner += prlimit_argv(limits.rlimits(address_space=address_space_limit,
+    inner += prlimit_argv(rlimits if rlimits is not None else
+                          limits.rlimits(address_space=address_space_limit,
                                          nproc=nproc_limit)) + prog
     script = 'mount --all --fstab "$1" || exit 125; shift; "$@"'
     ns = [_tool("unshare") or "unshare", "--mount", "--pid", "--net", "--ipc", "--uts",
