@@ -30,6 +30,7 @@ import os
 from typing import Sequence
 
 from deciplane.envs.sandbox import bwrap as _bwrap
+from deciplane.envs.sandbox.launcher import host_chain
 from deciplane.envs.sandbox._common import (NOBODY, STATUSES, Limits, RawRun, acquire_jail,
                                             release_jail,
                                             SandboxResult, Status, cgroup_support, collect,
@@ -281,20 +282,6 @@ class Sandbox:
                 release_jail(jail)
             remove_scratch(scratch)
         return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
-
-
-def host_chain(backend: str, jail) -> list[str] | None:  # noqa: ANN001
-    """The compiled launcher's prefix for this run (cgroup join; for bwrap as root also
-    the network namespace and the drop to uid 65534), or None: keep the ``sh`` /
-    ``unshare`` / ``setpriv`` chain (not opted in with ``DECIPLANE_SANDBOX_LAUNCHER=1``,
-    no compiler, or nothing for it to do)."""
-    from deciplane.envs.sandbox import launcher
-    netns = backend == "bwrap" and _bwrap.loopback_down()
-    drop = backend == "bwrap" and _bwrap.drops_privileges()
-    if jail is None and not netns and not drop:
-        return None
-    exe = launcher.launcher_path()
-    return launcher.launch_argv(exe, jail, netns, drop) if exe else None
 
 
 def _sandbox_visible(tool: str) -> bool:

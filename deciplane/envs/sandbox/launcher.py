@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from deciplane.envs.sandbox import bwrap
 from deciplane.envs.sandbox._common import NOBODY, CgroupJail, default_scratch_root
 
 SOURCE = Path(__file__).with_name("launch.c")
@@ -92,3 +93,16 @@ if __name__ == "__main__":  # `python -m deciplane.envs.sandbox.launcher`: build
     path = _build()
     print(path or "deciplane-launch not built (no C compiler, or disabled): sandboxes use "
           "the sh/unshare/setpriv chain")
+
+
+def host_chain(backend: str, jail) -> list[str] | None:  # noqa: ANN001
+    """The compiled launcher's prefix for this run (cgroup join; for bwrap as root also
+    the network namespace and the drop to uid 65534), or None: keep the ``sh`` /
+    ``unshare`` / ``setpriv`` chain (not opted in with ``DECIPLANE_SANDBOX_LAUNCHER=1``,
+    no compiler, or nothing for it to do)."""
+    netns = backend == "bwrap" and bwrap.loopback_down()
+    drop = backend == "bwrap" and bwrap.drops_privileges()
+    if jail is None and not netns and not drop:
+        return None
+    exe = launcher_path()
+    return launch_argv(exe, jail, netns, drop) if exe else None

@@ -26,15 +26,17 @@ import struct
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 from deciplane.envs.sandbox import bwrap as _bwrap
+from deciplane.envs.sandbox.launcher import host_chain
 from deciplane.envs.sandbox._common import (BASE_ENV, NOBODY, CgroupJail, Limits, RawRun,
                                             SandboxResult, acquire_jail, make_scratch,
                                             release_jail, remove_scratch, to_result)
 
-if TYPE_CHECKING:
-    from deciplane.envs.sandbox import Sandbox
+# `sb` below is the calling deciplane.envs.sandbox.Sandbox (not imported here: the package
+# imports this module, and the layering test forbids the circle)
+Sandbox = Any
 
 #: memory the supervisor itself may hold on top of a probe's ``memory_mb + 64`` MB
 SUPERVISOR_MB = 48
@@ -90,7 +92,6 @@ class WarmJail:
                 self.jail = acquire_jail(limits.max_procs + 1,
                                          limits.memory_mb + 64 + SUPERVISOR_MB)
             program = [sb.python, "-c", BOOTSTRAP]
-            from deciplane.envs.sandbox import host_chain
             chain = host_chain(sb.backend, self.jail)
             if sb.backend == "bwrap":
                 self._status_fd, wfd = os.pipe()
