@@ -196,15 +196,20 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
                         "budget": b.as_dict()}
 
             def majority_baseline() -> dict[str, Any]:
+                if not own:
+                    return vote_samples()
                 b = Budget()
-                if own:
-                    with b.clock():
-                        answers_c, per_c = adapter.selection_answers(tasks, votes_eq,
-                                                                     seed + 4_242_424, b)
-                    return {"answers": answers_c, "samples": per_c, "budget": b.as_dict()}
                 with b.clock():
-                    # the same samples as majority_answers (same call, same seeds), plus
-                    # best-of-N by mean token log-prob over them
+                    answers_c, per_c = adapter.selection_answers(tasks, votes_eq,
+                                                                 seed + 4_242_424, b)
+                return {"answers": answers_c, "samples": per_c, "budget": b.as_dict()}
+
+            def vote_samples() -> dict[str, Any]:
+                """``votes_eq`` samples per task (read when called): their majority vote
+                and best-of-N by mean token log-prob (the same samples as
+                majority_answers: same call, same seeds)."""
+                b = Budget()
+                with b.clock():
                     res = equal_compute_baselines(
                         policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
                         temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
@@ -243,20 +248,9 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             per_answer = max(1.0, forward_token_equivalents(g["budget"]) / n)
             votes_eq = max(1, round(forward_token_equivalents(adapter.budget) / (n * per_answer)))
 
-            def compute_baselines() -> dict[str, Any]:
-                b = Budget()
-                with b.clock():
-                    res = equal_compute_baselines(
-                        policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
-                        temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
-                        budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
-                ids = [t.id for t in tasks]
-                return {"answers": dict(zip(ids, res["majority"])),
-                        "best_of_n": dict(zip(ids, res["best_of_n"])),
-                        "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
 
             m = baseline("majority vote / best-of-N (equal compute)", "majority-bon", _baseline_key(
-                model, bkey, split, limit, seed, votes_eq, config), compute_baselines)
+                model, bkey, split, limit, seed, votes_eq, config), vote_samples)
             maj, maj_samples, bon = m["answers"], m["samples"], m["best_of_n"]
             base_budget += Budget(**m["budget"])
 
