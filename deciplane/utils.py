@@ -80,6 +80,25 @@ def flatten_dict(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def rng_state() -> dict[str, Any]:
+    """The python, numpy and torch global RNG states (what an exact resume restores)."""
+    import numpy as np
+    import torch
+
+    return {"python": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
+    import numpy as np
+    import torch
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and (if imported) torch."""
     import numpy as np

@@ -16,11 +16,16 @@ the run.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
+import time
 import typing
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
+
+import torch
 
 from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
@@ -313,8 +318,81 @@ class BaseAdapter:
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         raise NotImplementedError
 
-    def run(self, tasks: list[UnlabeledTask]) -> dict[str, str]:
-        """Adapt on the prompts of ``tasks`` and return ``{task_id: final answer}``."""
+    # -- resume state -------------------------------------------------------------------
+    def resume_optimizer(self):
+        """The adapter's :class:`~deciplane.engine.optim.Optimizer` (what a resume restores)."""
+        return self.__dict__["optimizer"]
+
+    def trainable_named_parameters(self) -> dict[str, Any]:
+        """The parameters the adapter trains, by name (LoRA adapters or all weights)."""
+        return {n: p for n, p in self.policy.model.named_parameters() if p.requires_grad}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Adapter-specific state a resume needs besides weights, optimizer and RNG."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the step loop needs to go on after ``step_count`` steps as if it had
+        never stopped: trained parameters, optimizer (moments and counters), budget,
+        records, the RNG states and the adapter's own state."""
+        from deciplane.utils import rng_state
+
+        opt = self.resume_optimizer()
+        return {"step": self.step_count,
+                "params": {n: p.detach().clone() for n, p in self.trainable_named_parameters().items()},
+                "optimizer": opt.state_dict(), "optimizer_counters": (opt.steps, opt.skipped),
+                "budget": copy.deepcopy(self.budget), "eval_budget": copy.deepcopy(self.eval_budget),
+                "records": copy.deepcopy(self.records), "rng": rng_state(),
+                "extra": self.extra_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        from deciplane.utils import set_rng_state
+
+        params = self.trainable_named_parameters()
+        if set(params) != set(state["params"]):
+            raise ConfigError("the saved adapter state does not match this adapter's trainable "
+                              "parameters; resume with the same model, method and options")
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(state["params"][n])
+        opt = self.resume_optimizer()
+        opt.load_state_dict(state["optimizer"])
+        opt.steps, opt.skipped = state["optimizer_counters"]
+        # the optimizer counts into self.budget: keep that object, restore its fields
+        for name, target in (("budget", self.budget), ("eval_budget", self.eval_budget)):
+            target.__dict__.update(copy.deepcopy(state[name].__dict__))
+        self.records = state["records"]
+        self.step_count = state["step"]
+        set_rng_state(state["rng"])
+        self.load_extra_state(state["extra"])
+
+    def save_state(self, path: str | Path, elapsed_s: float = 0.0) -> None:
+        """Write :meth:`state_dict` atomically (a crash mid-write keeps the previous one).
+        ``elapsed_s``: wall time of the running loop not yet in ``budget.wall_time_s``."""
+        import io
+
+        from deciplane.utils import atomic_write_bytes
+
+        state = self.state_dict()
+        state["budget"].wall_time_s += elapsed_s
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        atomic_write_bytes(path, buf.getvalue())
+
+    def load_state(self, path: str | Path) -> int:
+        """Restore a :meth:`save_state` file; returns the number of steps already done."""
+        self.load_state_dict(torch.load(path, map_location=self.policy.device, weights_only=False))
+        return self.step_count
+
+    def run(self, tasks: list[UnlabeledTask], state_path: str | Path | None = None) -> dict[str, str]:
+        """Adapt on the prompts of ``tasks`` and return ``{task_id: final answer}``.
+
+        ``state_path``: after every step the adapter's state is written there; if the file
+        exists when ``run`` starts, the run resumes after its last step (same tasks, same
+        options) and ends with the answers an uninterrupted run gives."""
         tasks = list(tasks)
         if not tasks:
             raise ConfigError("run() got no tasks; pass the unlabeled tasks of a benchmark split")
@@ -324,8 +402,12 @@ class BaseAdapter:
                                   f"{type(t).__name__}")
         batches = self._batches(len(tasks))
         ckpts = set(self.checkpoint_steps(len(batches)))
+        done = self.load_state(state_path) if state_path and Path(state_path).is_file() else 0
+        t_loop = time.perf_counter()
         with self.budget.clock():
             for step, idx in enumerate(batches, start=1):
+                if step <= done:
+                    continue
                 metrics = self.adapt_step([tasks[i] for i in idx], step)
                 metrics["step"] = step
                 metrics["optimizer_steps"] = self.budget.optimizer_steps
@@ -335,6 +417,8 @@ class BaseAdapter:
                     with self.eval_budget.clock():
                         self.records.checkpoints.append(
                             (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
+                if state_path:
+                    self.save_state(state_path, time.perf_counter() - t_loop)
                 if self.progress:
                     self.progress(step, len(batches), metrics)
             tokens_before = self.budget.generated_tokens

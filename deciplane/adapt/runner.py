@@ -130,7 +130,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
                    threads: int | None = None, baselines: bool = True,
                    baseline_cache: str | Path | None = None, device: str | None = None,
                    progress: Callable[[str, int, int, dict], None] | None = None,
-                   benchmark_args: dict[str, Any] | None = None) -> dict[str, Any]:
+                   benchmark_args: dict[str, Any] | None = None,
+                   resume: bool = False) -> dict[str, Any]:
     """Run one adaptation with its baselines and write the run directory; returns the
     summary dict (also in ``RUN_DIR/summary.json``).
 
@@ -142,6 +143,13 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     An adapter whose class says ``budget_unit = "forward_token_equivalents"`` (TASCO)
     gets its equal-budget baselines *after* its run, sized by its measured compute:
     majority vote and best-of-N over as many samples per task as that compute buys.
+
+    Nothing is lost on a crash: the run's arguments go to ``RUN_DIR/run_args.json``, the
+    baselines' answers to ``RUN_DIR/baselines/`` (unless ``baseline_cache`` names another
+    folder) and the adapter's state to ``RUN_DIR/adapt_state.pt`` after every step.
+    ``resume=True`` (needs ``run_dir``) continues such a run — even one killed with
+    SIGKILL — after its last finished step, with the arguments it was started with, and
+    ends with the summary an uninterrupted run writes (same answers, same budget counts).
     """
     import torch
 
@@ -150,6 +158,15 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 
     t_start = time.perf_counter()
     cpu_start = time.process_time()
+    args = {"method": method, "benchmark": benchmark, "split": split, "model": model,
+            "overrides": list(overrides), "seed": seed, "limit": limit,
+            "baselines": baselines, "benchmark_args": dict(benchmark_args or {}),
+            "baseline_cache": None if baseline_cache is None else str(baseline_cache)}
+    if resume:
+        args, resumes = _resume_args(run_dir, args)
+        method, benchmark, split, model = args["method"], args["benchmark"], args["split"], args["model"]
+        overrides, seed, limit, baselines = args["overrides"], args["seed"], args["limit"], args["baselines"]
+        benchmark_args, baseline_cache = args["benchmark_args"], args["baseline_cache"]
     config = build_config(method, overrides, seed)
     if threads:
         torch.set_num_threads(int(threads))
@@ -166,6 +183,12 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         adapter = ADAPTERS[method](policy, config,
                                    progress=lambda s, n, m: report("adapt", s, n, m))
         run_dir.mkdir(parents=True, exist_ok=True)  # only once the inputs are known good
+        if not resume:
+            resumes = 0
+            atomic_write_json(run_dir / "run_args.json", args)
+        if baseline_cache is None:     # a resumed run must not recompute its baselines
+            baseline_cache = run_dir / "baselines"
+        state_path = run_dir / "adapt_state.pt"
         n = len(tasks)
         planned = adapter.planned_samples(n)
         votes_eq = max(1, math.ceil(planned / n))
@@ -241,7 +264,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
                 base_budget += Budget(**m["budget"])
 
         # ---- adaptation: prompts only -------------------------------------------------
-        answers = adapter.run(tasks)
+        answers = adapter.run(tasks, state_path=state_path)
         if baselines and fte_mode:
             # equal compute: as many samples per task as the adapter's measured forward-
             # token equivalents buy, at the greedy baseline's cost per answer
@@ -269,6 +292,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             "planned_samples": planned,
             "forward_token_equivalents": forward_token_equivalents(adapter.budget),
             "benchmark_args": _jsonable(benchmark_args),
+            "resumed": resumes,
         }
         variant = getattr(config, "variant", None)
         if callable(variant):
@@ -338,7 +362,37 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     summary["plot"] = plot_curve(summary, run_dir / "accuracy_vs_steps.png")
     summary["run_dir"] = str(run_dir)
     atomic_write_json(run_dir / "summary.json", summary)
+    state_path.unlink(missing_ok=True)   # finished: the summary and answers are the result
     return summary
+
+
+def _resume_args(run_dir: str | Path | None, given: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The arguments a run in ``run_dir`` was started with, and how many times it has been
+    resumed before (counted in ``run_args.json``). Arguments in ``given`` that differ
+    from the stored ones are an error, except those left at ``run_adaptation``'s defaults
+    (a resume command need not repeat them)."""
+    import inspect
+
+    if run_dir is None:
+        raise ConfigError("resume needs the run directory of the run to continue (--run-dir)")
+    path = Path(run_dir) / "run_args.json"
+    if (Path(run_dir) / "summary.json").is_file():
+        raise ConfigError(f"{run_dir} holds a finished run (summary.json); nothing to resume")
+    if not path.is_file():
+        raise ConfigError(f"{path} not found: {run_dir} is not a `deciplane adapt` run directory "
+                          "(or the run stopped before it loaded its model); start it again "
+                          "without --resume")
+    stored = json.loads(path.read_text())
+    defaults = {k: p.default for k, p in inspect.signature(run_adaptation).parameters.items()}
+    defaults.update(overrides=[], benchmark_args={})
+    differ = [k for k, v in given.items()
+              if k in stored and v != stored[k] and v != defaults.get(k, object())]
+    if differ:
+        raise ConfigError("resume continues the run with its own arguments; these differ: "
+                          + ", ".join(f"{k}={given[k]!r} (run: {stored[k]!r})" for k in differ))
+    resumes = int(stored.get("resumes", 0)) + 1
+    atomic_write_json(path, {**stored, "resumes": resumes})
+    return stored, resumes
 
 
 def _diagnostics(scorer, adapter: BaseAdapter) -> dict[str, Any]:

@@ -374,6 +374,18 @@ class TASCO(BaseAdapter):
     def samples_per_prompt(self) -> int:
         return self.config.samples
 
+    def resume_optimizer(self):
+        return self.opt
+
+    def trainable_named_parameters(self) -> dict[str, Any]:
+        return {"prefix": self.prefix.weight}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"perturbation_rng": self._gen.get_state()}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self._gen.set_state(state["perturbation_rng"])
+
     def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:
         """Answers of the prefix-conditioned model (greedy or majority, as configured)."""
         plain = self.policy
@@ -387,8 +399,8 @@ class TASCO(BaseAdapter):
         """True iff the base model's weights hash as before adaptation."""
         return weights_sha256(self.policy.model, skip="prompt_encoder") == self.base_sha256
 
-    def run(self, tasks: list[UnlabeledTask]) -> dict[str, str]:
-        out = super().run(tasks)
+    def run(self, tasks: list[UnlabeledTask], state_path=None) -> dict[str, str]:
+        out = super().run(tasks, state_path)
         if not self.base_weights_unchanged():   # pragma: no cover - would be a bug
             raise RuntimeError("TASCO changed the base model's weights; only the prefix may train")
         return out

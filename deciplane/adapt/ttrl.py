@@ -88,6 +88,9 @@ class TTRL(BaseAdapter):
     def samples_per_prompt(self) -> int:
         return self.config.votes
 
+    def resume_optimizer(self):
+        return self.update.optimizer
+
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         cfg = self.config
         groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.votes,

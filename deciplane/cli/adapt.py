@@ -25,7 +25,7 @@ console = Console()
 def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
          run_dir: Optional[Path], seed: int, limit: Optional[int], threads: int,
          no_baselines: bool, baseline_cache: Optional[Path], device: str,
-         benchmark_args: Optional[list[str]] = None) -> None:
+         benchmark_args: Optional[list[str]] = None, resume: bool = False) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from deciplane.adapt.runner import run_adaptation
@@ -63,7 +63,8 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
                                      overrides=sets, seed=seed, run_dir=run_dir, limit=limit,
                                      threads=threads, baselines=not no_baselines,
                                      baseline_cache=baseline_cache, device=device,
-                                     progress=progress, benchmark_args=bench_args)
+                                     progress=progress, benchmark_args=bench_args,
+                                     resume=resume)
         except DeciplaneError as e:
             console.print(f"[red]error:[/red] {e}", highlight=False)
             raise typer.Exit(2) from None
@@ -105,9 +106,10 @@ def _command(method: str):
         baseline_cache: Optional[Path] = typer.Option(None, "--baseline-cache", help="Folder to keep/reuse the baselines' answers (runs with the same model, data, seed and sample budget share them)."),
         device: str = typer.Option("cpu", help="cpu, cuda or auto."),
         benchmark_args: list[str] = typer.Option([], "--benchmark-arg", help="Option of the benchmark's loader KEY=VALUE (repeatable), e.g. max_terms=2 for rg:chain_sum."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir (stopped or killed) after its last finished step, with the options it was started with."),
     ) -> None:
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
-             baseline_cache, device, benchmark_args)
+             baseline_cache, device, benchmark_args, resume)
 
     cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (docs/methods.md §5.1), then held-out scoring.",
                    "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring.",

@@ -22,17 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from deciplane.engine import distributed
 from deciplane.errors import CheckpointError
+from deciplane.utils import rng_state, set_rng_state  # noqa: F401  (re-exported)
 
 CKPT_DIR = "checkpoints"
 _PREFIX = "iter_"
@@ -56,17 +55,6 @@ def iteration_seed(seed: int, iteration: int, stream: str = "rollout") -> int:
     """A 63-bit seed derived from (seed, iteration, stream); stable across processes."""
     h = hashlib.sha256(f"{seed}/{iteration}/{stream}".encode()).digest()
     return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
-
-
-def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state()}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
