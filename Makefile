@@ -39,9 +39,9 @@ $(STAMP): pyproject.toml
 	-$(BIN)/python -m deciplane.envs.sandbox.launcher
 	touch $(STAMP)
 
-# The main job: RLiD-PPO (decision-plane menu agent) on the embedded TextWorld suite with
-# SmolLM2-135M + LoRA, held-out test success before/after, then PNG curves + report.md.
-# Bounded by the config's max_wall_time_s (15 min) between iterations.
+# The main job: RLiD-PPO (decision-plane menu agent) on TextWorld-Express (twc) with
+# SmolLM2-135M + LoRA: zero-shot, BC-only and RL on the same 50 held-out test games, then
+# PNG curves + report.md. The config's max_wall_time_s (24 min) bounds the whole run.
 demo: system-deps $(STAMP)
 	@run=runs/quickstart-$$(date +%Y%m%d-%H%M%S); \
 	  $(BIN)/deciplane train $(CONFIG) --run-dir $$run && $(BIN)/deciplane report $$run
