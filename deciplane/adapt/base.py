@@ -17,6 +17,7 @@ the run.
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import random
 import time
@@ -31,6 +32,8 @@ from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
 from deciplane.types import UnlabeledTask
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -320,8 +323,9 @@ class BaseAdapter:
 
     # -- resume state -------------------------------------------------------------------
     def resume_optimizer(self):
-        """The adapter's :class:`~deciplane.engine.optim.Optimizer` (what a resume restores)."""
-        return self.__dict__["optimizer"]
+        """The adapter's :class:`~deciplane.engine.optim.Optimizer` (what a resume restores);
+        ``None``: this adapter keeps no resumable state (``run`` then writes none)."""
+        return getattr(self, "optimizer", None)
 
     def trainable_named_parameters(self) -> dict[str, Any]:
         """The parameters the adapter trains, by name (LoRA adapters or all weights)."""
@@ -402,6 +406,9 @@ class BaseAdapter:
                                   f"{type(t).__name__}")
         batches = self._batches(len(tasks))
         ckpts = set(self.checkpoint_steps(len(batches)))
+        if state_path and self.resume_optimizer() is None:
+            log.warning("%s has no optimizer to checkpoint; it cannot be resumed", type(self).__name__)
+            state_path = None
         done = self.load_state(state_path) if state_path and Path(state_path).is_file() else 0
         t_loop = time.perf_counter()
         with self.budget.clock():
