@@ -41,7 +41,7 @@ $(STAMP): pyproject.toml
 
 # The main job: RLiD-PPO (decision-plane menu agent) on TextWorld-Express (twc) with
 # SmolLM2-135M + LoRA: zero-shot, BC-only and RL on the same 50 held-out test games, then
-# PNG curves + report.md. The config's max_wall_time_s (28 min) bounds the whole run.
+# PNG curves + report.md. The config's max_wall_time_s (29 min) bounds the whole run.
 demo: system-deps $(STAMP)
 	@run=runs/quickstart-$$(date +%Y%m%d-%H%M%S); \
 	  $(BIN)/deciplane train $(CONFIG) --run-dir $$run && $(BIN)/deciplane report $$run
