@@ -189,6 +189,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         if baseline_cache is None:     # a resumed run must not recompute its baselines
             baseline_cache = run_dir / "baselines"
         state_path = run_dir / "adapt_state.pt"
+        if not resume:                 # a new run never continues an old run's state
+            state_path.unlink(missing_ok=True)
         n = len(tasks)
         planned = adapter.planned_samples(n)
         votes_eq = max(1, math.ceil(planned / n))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from deciplane.adapt.base import BaseAdapter
 from deciplane.adapt.runner import run_adaptation
 from deciplane.errors import ConfigError
 
@@ -71,12 +72,18 @@ def test_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, method):
     assert not (cut / "adapt_state.pt").exists()      # finished: the state file is gone
 
 
-def test_resume_refuses_other_arguments_and_finished_runs(tmp_path):
+def test_resume_refuses_other_arguments_and_finished_runs(tmp_path, monkeypatch):
     bench, sets = METHODS["ttrl"]
     kw = dict(benchmark=bench, split="test", model="deciplane/tiny", overrides=sets, limit=4,
               threads=1)
     with pytest.raises(Stop):
         run_adaptation("ttrl", run_dir=tmp_path / "r", seed=1, progress=_stop_after(1), **kw)
+    # a new run (no resume) in a folder holding a stopped run's state starts from scratch
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "adapt_state.pt").write_bytes((tmp_path / "r" / "adapt_state.pt").read_bytes())
+    with monkeypatch.context() as m:
+        m.setattr(BaseAdapter, "load_state", lambda *a: pytest.fail("a new run loaded old state"))
+        assert run_adaptation("ttrl", run_dir=tmp_path / "r2", seed=1, **kw)["resumed"] == 0
     with pytest.raises(ConfigError, match=r"seed=2 \(run: 1\)"):
         run_adaptation("ttrl", run_dir=tmp_path / "r", seed=2, resume=True, **kw)
     run_adaptation("ttrl", run_dir=tmp_path / "r", seed=1, resume=True, **kw)
