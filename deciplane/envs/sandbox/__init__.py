@@ -98,6 +98,24 @@ def resolve_backend(backend: str = "auto") -> str:
 _AUTO_ORDER = BACKENDS
 
 
+def _run_settings(timeout_s: float, memory_mb: int, cpu_time_s: float | None,
+                  max_output_bytes: int, max_file_bytes: int, max_procs: int,
+                  env: dict[str, str] | None, argv_prefix: list[str] | None
+                  ) -> tuple[Limits, dict[str, str], list[str]]:
+    """``(limits, scrubbed environment, argv prefix)`` of a run, shared by ``run`` and
+    ``run_many``; an argv prefix tool the sandbox cannot see is refused here."""
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_time_s=cpu_time_s,
+                    max_output_bytes=max_output_bytes, max_file_bytes=max_file_bytes,
+                    max_procs=max_procs)
+    envd = scrubbed_env(env)
+    prefix = [str(a) for a in (argv_prefix or [])]
+    if prefix and not _sandbox_visible(prefix[0]):
+        raise ConfigError(f"argv_prefix tool {prefix[0]!r} is not installed under "
+                          "/usr or /bin, the only programs visible in the sandbox; "
+                          "install it (e.g. `apt-get install valgrind`) or fix the name")
+    return limits, envd, prefix
+
+
 class Sandbox:
     """Runs ``python3 main.py`` on untrusted source, contained by one backend.
 
@@ -163,15 +181,8 @@ class Sandbox:
         """
         if not isinstance(code, str):
             raise ConfigError(f"code must be str (program source), got {type(code).__name__}")
-        limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_time_s=cpu_time_s,
-                        max_output_bytes=max_output_bytes, max_file_bytes=max_file_bytes,
-                        max_procs=max_procs)
-        envd = scrubbed_env(env)
-        prefix = [str(a) for a in (argv_prefix or [])]
-        if prefix and not _sandbox_visible(prefix[0]):
-            raise ConfigError(f"argv_prefix tool {prefix[0]!r} is not installed under "
-                              "/usr or /bin, the only programs visible in the sandbox; "
-                              "install it (e.g. `apt-get install valgrind`) or fix the name")
+        limits, envd, prefix = _run_settings(timeout_s, memory_mb, cpu_time_s, max_output_bytes,
+                                             max_file_bytes, max_procs, env, argv_prefix)
         if self.backend == "docker":
             raw, got = self._docker.run(code, stdin.encode(), files, limits, envd, prefix,
                                         collect_files)
@@ -215,15 +226,8 @@ class Sandbox:
                       max_procs=max_procs, env=env, argv_prefix=argv_prefix)
         if self.backend == "docker" or not stdins:
             return [self.run(code, stdin=s, files=files, **kwargs) for s in stdins]
-        limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_time_s=cpu_time_s,
-                        max_output_bytes=max_output_bytes, max_file_bytes=max_file_bytes,
-                        max_procs=max_procs)
-        envd = scrubbed_env(env)
-        prefix = [str(a) for a in (argv_prefix or [])]
-        if prefix and not _sandbox_visible(prefix[0]):
-            raise ConfigError(f"argv_prefix tool {prefix[0]!r} is not installed under "
-                              "/usr or /bin, the only programs visible in the sandbox; "
-                              "install it (e.g. `apt-get install valgrind`) or fix the name")
+        limits, envd, prefix = _run_settings(timeout_s, memory_mb, cpu_time_s, max_output_bytes,
+                                             max_file_bytes, max_procs, env, argv_prefix)
         from deciplane.envs.sandbox import warm
         return warm.run_many(self, code, list(stdins), files, limits, envd, prefix,
                              fresh_interpreter, kwargs)
