@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, SupportsInt
 
 import numpy as np
 
-from deciplane.errors import ConfigError
+from deciplane.errors import ConfigError, InvalidAction
 
 MENU_ORDERS = ("sorted", "shuffled")
 """``sorted``: alphabetical (the default of a directly built env); ``shuffled``: seeded."""
@@ -43,7 +43,29 @@ MENU_OVERFLOWS = ("error", "page")
 PAGE_ACTION = "(show more actions)"
 """The last slot of every page of a paged menu: turns to the next page (no game action)."""
 
+TEXT_TYPE_ERROR = ("action_mode='text' takes a command string, got {type}; use "
+                   "action_mode='menu' for indices")
+"""The message of every menu env's ``action_mode='text'`` for a non-string action."""
+
 _MASK64 = (1 << 64) - 1
+
+
+def as_menu_index(action: Any) -> int:
+    """A menu env's action as a Python int: ints, integer NumPy scalars and 0-d arrays and
+    integral floats pass; strings, bools and anything else raise ``InvalidAction`` (the
+    range is checked by the env, which knows its menu)."""
+    if type(action) is int:  # the common case first
+        return action
+    if isinstance(action, (bool, np.bool_)) or isinstance(action, (str, bytes)):
+        raise InvalidAction(f"menu mode takes an integer index, got {action!r}; use "
+                            "action_mode='text' to send commands")
+    if isinstance(action, np.ndarray) and action.shape == ():
+        action = action.item()
+    if isinstance(action, (float, np.floating)) and float(action).is_integer():
+        action = int(action)
+    if not isinstance(action, (int, np.integer, SupportsInt)) or isinstance(action, float):
+        raise InvalidAction(f"menu mode takes an integer index, got {action!r}")
+    return int(action)
 
 
 def check_menu_order(menu_order: str) -> str:
@@ -156,6 +178,7 @@ class MenuArranger:
         return tuple(sorted(actions, key=lambda a: (keys[a], a)))
 
 
-__all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "check_menu_order",
+__all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "TEXT_TYPE_ERROR", "as_menu_index",
+           "check_menu_order",
            "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key",
            "shuffled_order", "menu_seed_for", "MenuArranger"]

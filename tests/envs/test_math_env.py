@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import deciplane  # noqa: F401  (registers ids)
 from deciplane.envs.benchmarks import load_labeled
-from deciplane.errors import InvalidAnswer, UnknownBenchmark
+from deciplane.errors import ConfigError, InvalidAnswer, UnknownBenchmark
 
 
 @pytest.mark.parametrize("benchmark,split", [("arith", "train"), ("arith-shift", "valid"),
@@ -109,6 +109,14 @@ def test_unknown_benchmark_and_split():
         gym.make("deciplane/Math-v0", benchmark="gsm9k")
     with pytest.raises(UnknownBenchmark, match="splits: test, math500"):
         gym.make("deciplane/Math-v0", benchmark="mmath-en", split="train")
+
+
+@pytest.mark.parametrize("benchmark", ["easy-funcs", "humaneval"])
+def test_code_benchmarks_are_refused(benchmark):
+    """Math-v0's math-verify reward is not how the scorer grades code: refused, naming
+    the env that does grade it."""
+    with pytest.raises(ConfigError, match="deciplane/CodeGen-v0"):
+        gym.make("deciplane/Math-v0", benchmark=benchmark, split="test")
 
 
 @pytest.mark.parametrize("vector", ["sync", "async"])

@@ -21,12 +21,13 @@ from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld
                                                new_pddl_env, resolve_split)
 from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
-from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
-                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
+                                  check_menu_order, check_menu_overflow, index_on_page,
+                                  menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET, _TEXT_TYPE_ERROR,
-                                          _as_index, clean_observation, normalize_command)
+                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
+                                          clean_observation, normalize_command)
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
 from deciplane.types import Menu
 
@@ -284,7 +285,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
             raise GameError("step() after the episode ended; call reset() first")
         translated = rejected = None
         if self.action_mode == "menu":
-            index = _as_index(action)
+            index = as_menu_index(action)
             command = self._command_from_index(index)
             send, invalid = command is not None, command is None
             if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
@@ -430,7 +431,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
         characters, lone surrogates or over ``MAX_RAW_COMMAND_CHARS`` characters is refused
         unsent (the same gate as every text environment); a wrong type raises."""
         checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=_TEXT_TYPE_ERROR)
+                                    type_error=TEXT_TYPE_ERROR)
         if not checked.ok:
             return "", False, True, None, checked.problem
         command = normalize_command(checked.text)

@@ -9,10 +9,10 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from deciplane.envs.math.answers import answer_for_grading
-from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
+from deciplane.envs.benchmarks.data import LabeledItem, load_labeled, lookup
 from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_options, verify_math
 from deciplane.envs.spaces import ObservationText, check_text_action
-from deciplane.errors import InvalidAction, InvalidAnswer
+from deciplane.errors import ConfigError, InvalidAction, InvalidAnswer
 
 MAX_ANSWER_CHARS = 8192  # graded: the last 8,192 characters of a response
 MAX_RESPONSE_CHARS = 1_000_000  # longer is refused unread (an invalid answer)
@@ -75,6 +75,7 @@ class MathEnv(gym.Env[str, str]):
         self.verify_timeout_s = float(verify_timeout_s)
         self.render_mode = render_mode
         self._items: list[LabeledItem]
+        _check_math_judged(benchmark)
         self._items, self.split_fingerprint = load_labeled(benchmark, split, limit)
         longest = max(len(it.prompt) for it in self._items)
         self.observation_space = ObservationText(max_length=max(longest, 1),
@@ -136,6 +137,18 @@ class MathEnv(gym.Env[str, str]):
         if self.render_mode == "ansi":
             return self._last
         return None
+
+
+CODE_JUDGE = "deciplane.envs.code.benchmarks:judge_code"
+
+
+def _check_math_judged(benchmark: str) -> None:
+    """Math-v0 rewards with math-verify, so a benchmark its scorer grades another way
+    (code run against hidden tests) would train on a reward the scorer never gives."""
+    judge = lookup(benchmark).judge
+    if judge == CODE_JUDGE:
+        raise ConfigError(f"benchmark {benchmark!r} is a code benchmark (hidden tests run "
+                          "in the sandbox); use deciplane/CodeGen-v0 for it, not Math-v0")
 
 
 def _charset(items: list[LabeledItem]) -> str:

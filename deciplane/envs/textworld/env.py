@@ -9,14 +9,15 @@ import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, SupportsInt
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
-                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
+                                  check_menu_order, check_menu_overflow, index_on_page,
+                                  menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
@@ -36,8 +37,6 @@ OBS_CHARSET = frozenset(
 MAX_OBS_CHARS = 65_536
 MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
 MAX_RAW_COMMAND_CHARS = 4096  # before whitespace is collapsed; longer is refused unread
-_TEXT_TYPE_ERROR = ("action_mode='text' takes a command string, got {type}; use "
-                    "action_mode='menu' for indices")
 COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
@@ -246,7 +245,7 @@ class TextWorldEnv(gym.Env[str, Any]):
                             else "step() after the episode ended; call reset() first")
         rejected = None
         if self.action_mode == "menu":
-            index = _as_index(action)
+            index = as_menu_index(action)
             command = self._command_from_index(index)
             send = command is not None
             invalid = not send
@@ -397,7 +396,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         return self._lookup.get(command, -1)
 
     def _command_from_index(self, action: Any) -> str | None:
-        index = _as_index(action)
+        index = as_menu_index(action)
         if not 0 <= index < self.max_menu:
             raise InvalidAction(
                 f"action {index} is outside the action space Discrete({self.max_menu}); the "
@@ -411,7 +410,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
         refused before the game sees it (bad characters, too long), else None."""
         checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=_TEXT_TYPE_ERROR)
+                                    type_error=TEXT_TYPE_ERROR)
         if not checked.ok:
             return "", False, True, checked.problem
         command = normalize_command(checked.text)
@@ -503,21 +502,6 @@ def clean_observation(text: str) -> str:
 def normalize_command(command: str) -> str:
     """Lower-case, one line, single spaces: how menu commands are written."""
     return _SPACES.sub(" ", command).strip().lower()
-
-
-def _as_index(action: Any) -> int:
-    if type(action) is int:  # the common case first
-        return action
-    if isinstance(action, (bool, np.bool_)) or isinstance(action, (str, bytes)):
-        raise InvalidAction(f"menu mode takes an integer index, got {action!r}; use "
-                            "action_mode='text' to send commands")
-    if isinstance(action, np.ndarray) and action.shape == ():
-        action = action.item()
-    if isinstance(action, (float, np.floating)) and float(action).is_integer():
-        action = int(action)
-    if not isinstance(action, (int, np.integer, SupportsInt)) or isinstance(action, float):
-        raise InvalidAction(f"menu mode takes an integer index, got {action!r}")
-    return int(action)
 
 
 def _check_args(split: str, max_menu: int, max_episode_steps: int | None, action_mode: str,

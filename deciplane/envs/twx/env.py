@@ -13,12 +13,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.menus import (MenuArranger, check_menu_order, check_menu_overflow,
-                                  index_on_page, menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
+                                  check_menu_order, check_menu_overflow, index_on_page,
+                                  menu_page, menu_seed_for, page_count)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET, _TEXT_TYPE_ERROR,
-                                          _as_index, clean_observation, normalize_command)
+                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
+                                          clean_observation, normalize_command)
 from deciplane.envs.twx.java import require_java
 from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
 from deciplane.types import Menu
@@ -281,7 +282,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if self.action_mode == "text":
             index, rejected = self._index_from_text(action)
         else:
-            index = _as_index(action)
+            index = as_menu_index(action)
         if not 0 <= index < self.max_menu and self.action_mode == "menu":
             raise InvalidAction(
                 f"action {index} is outside the action space Discrete({self.max_menu}); the "
@@ -371,7 +372,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         """Menu index of a text command (-1: not a valid action) and, for a command refused
         unread (control characters, lone surrogates, over 4,096 characters), why."""
         checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=_TEXT_TYPE_ERROR)
+                                    type_error=TEXT_TYPE_ERROR)
         if not checked.ok:
             return -1, checked.problem
         action = checked.text
