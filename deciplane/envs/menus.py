@@ -32,7 +32,8 @@ from typing import Any, SupportsInt
 
 import numpy as np
 
-from deciplane.errors import ConfigError, InvalidAction
+from deciplane.errors import ConfigError, InvalidAction, MenuTooLarge
+from deciplane.types import Menu
 
 MENU_ORDERS = ("sorted", "shuffled")
 """``sorted``: alphabetical (the default of a directly built env); ``shuffled``: seeded."""
@@ -178,7 +179,106 @@ class MenuArranger:
         return tuple(sorted(actions, key=lambda a: (keys[a], a)))
 
 
+class MenuView:
+    """What a menu env shows of a state's legal actions: the env's order
+    (:class:`MenuArranger`), then the whole menu, a page of it (``menu_overflow="page"``)
+    or ``MenuTooLarge`` (``"error"``); the menu index of a command, the page turn, the
+    expert's index on the shown page, and the action mask. TextWorld, TextWorld-Express
+    and ALFWorld share it, so the menu contract is one piece of code.
+
+    ``show(actions, terminal=..., source=...)`` takes a new state's actions; ``menu`` is the
+    :class:`~deciplane.types.Menu` shown now, ``actions`` every legal action in menu order.
+    """
+
+    __slots__ = ("max_menu", "overflow", "arranger", "actions", "menu", "page", "pages",
+                 "_lookup", "_masks")
+
+    def __init__(self, max_menu: int, order: str = "sorted", overflow: str = "error") -> None:
+        self.max_menu = int(max_menu)
+        self.overflow = check_menu_overflow(overflow, self.max_menu)
+        self.arranger = MenuArranger(order)
+        self.actions: tuple[str, ...] = ()
+        self.menu = Menu(())
+        self.page, self.pages = 0, 1
+        self._lookup: dict[str, int] | None = None
+        self._masks: dict[int, np.ndarray] = {}
+
+    def start_episode(self, menu_seed: int) -> None:
+        self.arranger.start_episode(menu_seed)
+
+    def show(self, actions: Sequence[str], *, terminal: bool = False, source: str = "the game",
+             hint: str = "", cap: bool = True) -> None:
+        """Show the legal ``actions`` of a new state (first page). A menu over ``max_menu``
+        raises ``MenuTooLarge`` naming ``source`` and the options that fix it (``hint``
+        adds env-specific ones), unless paging is on or the state is ``terminal``;
+        ``cap=False`` shows every action (a text-mode env, where no index is chosen)."""
+        arranged = self.arranger.arrange(actions)
+        self.actions, self.page, self.pages, self._lookup = arranged, 0, 1, None
+        n = len(arranged)
+        if n > self.max_menu and not terminal and cap:
+            if self.overflow == "error":
+                raise MenuTooLarge(
+                    f"{source} offers {n} actions but max_menu={self.max_menu}; pass "
+                    f"max_menu={n} or more (gym.make(..., max_menu=N)){hint} or "
+                    "menu_overflow='page' (a second-level menu)")
+            self.pages = page_count(n, self.max_menu)
+            self.menu = Menu(menu_page(arranged, 0, self.max_menu))
+        else:
+            self.menu = Menu(arranged[: self.max_menu] if cap else arranged)
+
+    def check_index(self, index: int) -> int:
+        """``index`` if it lies in ``Discrete(max_menu)``, else ``InvalidAction``."""
+        if not 0 <= index < self.max_menu:
+            raise InvalidAction(
+                f"action {index} is outside the action space Discrete({self.max_menu}); the "
+                f"current menu has {len(self.menu)} actions, valid indices are "
+                f"0..{len(self.menu) - 1} (see info['action_mask'])")
+        return index
+
+    def command_at(self, index: int) -> str | None:
+        """The command at menu index ``index`` (``None``: a masked index, an invalid move);
+        an index outside the action space raises ``InvalidAction``."""
+        if self.check_index(index) >= len(self.menu):
+            return None
+        return self.menu.actions[index]
+
+    def turn_page(self, index: int) -> bool:
+        """If ``index`` is the page turn of a paged menu, show the next page (cyclically)
+        and return True; otherwise False (the index is a game action)."""
+        if self.pages > 1 and index == len(self.menu) - 1:
+            self.page = (self.page + 1) % self.pages
+            self.menu = Menu(menu_page(self.actions, self.page, self.max_menu))
+            return True
+        return False
+
+    def position(self, command: str) -> int:
+        """Position of ``command`` among all legal actions (-1: not legal)."""
+        if self._lookup is None:
+            self._lookup = {c: i for i, c in enumerate(self.actions)}
+        return self._lookup.get(command, -1)
+
+    def expert_choice(self, command: str) -> tuple[int, str] | None:
+        """The menu index the expert picks to play ``command`` now and the command it shows
+        there: its own index on this page, else the page turn; ``None`` if not legal."""
+        pos = self.position(command)
+        if pos < 0:
+            return None
+        index = index_on_page(pos, self.page, self.pages, self.max_menu)
+        if index >= 0:
+            return index, command
+        turn = len(self.menu) - 1  # on another page: the expert turns the page
+        return turn, self.menu.actions[turn]
+
+    def mask(self) -> np.ndarray:
+        """``Menu.mask`` of the shown menu (a fresh copy of an array cached per size)."""
+        n = len(self.menu)
+        m = self._masks.get(n)
+        if m is None:
+            m = self._masks[n] = self.menu.mask(self.max_menu)
+        return m.copy()
+
+
 __all__ = ["MENU_ORDERS", "MENU_OVERFLOWS", "PAGE_ACTION", "TEXT_TYPE_ERROR", "as_menu_index",
-           "check_menu_order",
-           "check_menu_overflow", "page_count", "menu_page", "index_on_page", "shuffle_key",
-           "shuffled_order", "menu_seed_for", "MenuArranger"]
+           "check_menu_order", "check_menu_overflow", "page_count", "menu_page",
+           "index_on_page", "shuffle_key", "shuffled_order", "menu_seed_for", "MenuArranger",
+           "MenuView"]

@@ -244,7 +244,7 @@ def test_empty_menu_truncates_instead_of_hanging(suites):
     class NoActions(TextWorldEnv):
         def _observe(self, state, obs):
             super()._observe(state, obs)
-            self._menu = deciplane.Menu(())
+            self._view.show(())  # a state with no legal action
 
     env = NoActions(games=suites["embedded"])
     obs, info = env.reset(seed=0)

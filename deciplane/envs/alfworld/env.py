@@ -21,14 +21,13 @@ from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld
                                                new_pddl_env, resolve_split)
 from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
-                                  check_menu_order, check_menu_overflow, index_on_page,
-                                  menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
+                                  menu_seed_for)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
                                           MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
                                           clean_observation, normalize_command)
-from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
+from deciplane.errors import ConfigError, GameError
 from deciplane.types import Menu
 
 SOURCES = ("auto", "official", "generated")
@@ -211,8 +210,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
         if command_style not in ("move", "put", "native"):
             raise ConfigError(f"command_style must be 'move', 'put' or 'native', got "
                               f"{command_style!r}")
-        check_menu_order(menu_order)
-        check_menu_overflow(menu_overflow, max_menu)
+        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
         if progress is None:
             progress = sys.stderr.isatty()
         self.suite = make_suite(source, split, n_games, data_dir, suite_seed, task_types,
@@ -227,10 +225,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.task_in_observation = bool(task_in_observation)
         self.menu_order, self.menu_overflow = menu_order, menu_overflow
-        self._arranger = MenuArranger(menu_order)
         self._menu_seed = 0
-        self._actions: tuple[str, ...] = ()
-        self._page, self._pages = 0, 1
         self.render_mode = render_mode
         self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
                                                  charset=OBS_CHARSET)
@@ -247,8 +242,6 @@ class ALFWorldEnv(gym.Env[str, Any]):
         self._style = "move"
         self._game_index = -1
         self._obs = ""
-        self._menu = Menu(())
-        self._lookup: dict[str, int] | None = None
         self._state: Any = None
         self._steps = 0
         self._invalid = 0
@@ -273,7 +266,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
             self._pos += 1
         self._game_index = index
         self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._arranger.start_episode(self._menu_seed)
+        self._view.start_episode(self._menu_seed)
         self._env, self._game, self._style = self._load(index)
         state = self._env.reset()
         self._steps, self._invalid, self._done = 0, 0, False
@@ -286,11 +279,9 @@ class ALFWorldEnv(gym.Env[str, Any]):
         translated = rejected = None
         if self.action_mode == "menu":
             index = as_menu_index(action)
-            command = self._command_from_index(index)
+            command = self._view.command_at(index)
             send, invalid = command is not None, command is None
-            if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
-                self._page = (self._page + 1) % self._pages
-                self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+            if send and self._view.turn_page(index):
                 send = False
         else:
             command, send, invalid, translated, rejected = self._command_from_text(action)
@@ -343,7 +334,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
 
     @property
     def menu(self) -> Menu:
-        return self._menu
+        return self._view.menu
 
     # ---- internals -----------------------------------------------------------------------
 
@@ -391,39 +382,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
         self._obs = clean_observation(obs)
-        self._build_menu(state["admissible_commands"] or ())
-
-    def _build_menu(self, commands: Sequence[str]) -> None:
-        """The one place a menu is built: the env's order (:mod:`deciplane.envs.menus`),
-        then the whole menu, its first page, or ``MenuTooLarge``."""
-        actions = self._arranger.arrange(list(commands))
-        self._actions, self._page, self._pages, self._lookup = actions, 0, 1, None
-        if len(actions) > self.max_menu and not self._state["won"]:
-            if self.menu_overflow == "error":
-                raise MenuTooLarge(
-                    f"{self.suite.names[self._game_index]} offers {len(actions)} actions but "
-                    f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
-                    "(gym.make(..., max_menu=N)) or menu_overflow='page' (a second-level menu)")
-            self._pages = page_count(len(actions), self.max_menu)
-            self._menu = Menu(menu_page(actions, 0, self.max_menu))
-        else:
-            self._menu = Menu(tuple(actions[: self.max_menu]))
-
-    def _index_of(self, command: str) -> int:
-        """Position of ``command`` among all admissible commands (-1: not admissible)."""
-        if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._actions)}
-        return self._lookup.get(command, -1)
-
-    def _command_from_index(self, index: int) -> str | None:
-        if not 0 <= index < self.max_menu:
-            raise InvalidAction(
-                f"action {index} is outside the action space Discrete({self.max_menu}); the "
-                f"current menu has {len(self._menu)} actions, valid indices are "
-                f"0..{len(self._menu) - 1} (see info['action_mask'])")
-        if index >= len(self._menu):
-            return None
-        return self._menu.actions[index]
+        self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
+                        source=self.suite.names[self._game_index])
 
     def _command_from_text(self, action: Any
                            ) -> tuple[str, bool, bool, str | None, str | None]:
@@ -438,19 +398,20 @@ class ALFWorldEnv(gym.Env[str, Any]):
         if not command or len(command.encode()) > MAX_COMMAND_CHARS:
             return command, False, True, None, None
         translated = None
-        if self._index_of(command) < 0:
+        if self._view.position(command) < 0:
             other = translate_command(command, self._style)
             if other is not None:
                 translated, command = f"{command} -> {other}", other
-        return command, True, self._index_of(command) < 0, translated, None
+        return command, True, self._view.position(command) < 0, translated, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state, game = self._state, self._game
         assert game is not None
         won = bool(state["won"])
+        view = self._view
         info = {
-            "menu": self._menu,
-            "action_mask": self._menu.mask(self.max_menu),
+            "menu": view.menu,
+            "action_mask": view.mask(),
             "won": won,
             "lost": False,
             "score": int(won),
@@ -467,8 +428,8 @@ class ALFWorldEnv(gym.Env[str, Any]):
             "split": self.split,
             "split_fingerprint": self.suite.fingerprint,
             "menu_seed": self._menu_seed,
-            "menu_page": self._page,
-            "menu_pages": self._pages,
+            "menu_page": view.page,
+            "menu_pages": view.pages,
             "command_style": self._style,
             "data_command_style": game.style,
         }
@@ -476,13 +437,9 @@ class ALFWorldEnv(gym.Env[str, Any]):
             policy = state["policy_commands"] or ()
             if policy and not won:
                 info["expert_command"] = policy[0]
-                pos = self._index_of(policy[0])
-                if pos >= 0:
-                    index = index_on_page(pos, self._page, self._pages, self.max_menu)
-                    if index < 0:  # on another page: the expert turns the page
-                        index = len(self._menu) - 1
-                        info["expert_command"] = self._menu.actions[index]
-                    info["expert_action"] = index
+                choice = view.expert_choice(policy[0])
+                if choice is not None:
+                    info["expert_action"], info["expert_command"] = choice
         return info
 
 

@@ -15,14 +15,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
-                                  check_menu_order, check_menu_overflow, index_on_page,
-                                  menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
+                                  menu_seed_for)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
-from deciplane.errors import (ConfigError, GameError, InvalidAction, MenuTooLarge,
-                              UnknownPreset)
+from deciplane.errors import ConfigError, GameError, UnknownPreset
 from deciplane.types import Menu
 
 # Everything TextWorld (Inform7 -> Z-machine -> jericho) prints: ZSCII is ASCII plus
@@ -157,8 +155,7 @@ class TextWorldEnv(gym.Env[str, Any]):
                  progress: bool | None = None, menu_order: str = "sorted",
                  task_in_observation: bool = False, menu_overflow: str = "error") -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
-        check_menu_order(menu_order)
-        check_menu_overflow(menu_overflow, max_menu)
+        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
         self.menu_overflow = menu_overflow
         if progress is None:  # a bar while games are generated, when someone can see it
             progress = sys.stderr.isatty()
@@ -166,7 +163,6 @@ class TextWorldEnv(gym.Env[str, Any]):
                                     progress)
         self.split = split
         self._names = self.suite.names
-        self._masks: dict[int, np.ndarray] = {}
         self.max_menu = int(max_menu)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.expert = bool(expert)
@@ -176,7 +172,6 @@ class TextWorldEnv(gym.Env[str, Any]):
         self.render_mode = render_mode
         self.menu_order = menu_order
         self.task_in_observation = bool(task_in_observation)
-        self._arranger = MenuArranger(menu_order)
         self._menu_seed = 0
         self._task = ""
 
@@ -199,10 +194,6 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._env: Any = None
         self._game_index = -1
         self._obs = ""
-        self._menu = Menu(())
-        self._lookup: dict[str, int] | None = None
-        self._actions: tuple[str, ...] = ()  # every admissible command, in menu order
-        self._page, self._pages = 0, 1
         self._state: Any = None
         self._score = 0
         self._steps = 0
@@ -227,7 +218,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._done = True  # until this reset succeeds: a failed load leaves nothing to step
         self._game_index = index
         self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._arranger.start_episode(self._menu_seed)
+        self._view.start_episode(self._menu_seed)
         self._env = self._load(self.suite.paths[index])
         state = self._env.reset()
         self._check_runtime(state.feedback, "on reset")
@@ -246,12 +237,10 @@ class TextWorldEnv(gym.Env[str, Any]):
         rejected = None
         if self.action_mode == "menu":
             index = as_menu_index(action)
-            command = self._command_from_index(index)
+            command = self._view.command_at(index)
             send = command is not None
             invalid = not send
-            if send and self._pages > 1 and index == len(self._menu) - 1:  # the page turn
-                self._page = (self._page + 1) % self._pages
-                self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+            if send and self._view.turn_page(index):
                 send = False
         else:
             command, send, invalid, rejected = self._command_from_text(action)
@@ -269,7 +258,7 @@ class TextWorldEnv(gym.Env[str, Any]):
             reward += self.invalid_action_penalty
         won, lost = bool(self._state["won"]), bool(self._state["lost"])
         terminated = won or lost
-        empty = (not terminated and self.action_mode == "menu" and not self._menu.actions)
+        empty = (not terminated and self.action_mode == "menu" and not self._view.menu.actions)
         limit = self.max_episode_steps
         truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
@@ -307,7 +296,7 @@ class TextWorldEnv(gym.Env[str, Any]):
 
     @property
     def menu(self) -> Menu:
-        return self._menu
+        return self._view.menu
 
     # ---- internals -----------------------------------------------------------------------
 
@@ -367,44 +356,9 @@ class TextWorldEnv(gym.Env[str, Any]):
         if self.task_in_observation and self._task:
             obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)
-        actions = self._arranger.arrange(
-            [c for c in state["admissible_commands"] or () if c[:1] != "\\"])
-        self._actions, self._page, self._pages = actions, 0, 1
-        if len(actions) > self.max_menu and not (state["won"] or state["lost"]):
-            if self.menu_overflow == "error":
-                raise MenuTooLarge(
-                    f"{self._names[self._game_index]} offers {len(actions)} actions but "
-                    f"max_menu={self.max_menu}; pass max_menu={len(actions)} or more "
-                    "(gym.make(..., max_menu=N)) or menu_overflow='page' (a second-level menu)")
-            self._pages = page_count(len(actions), self.max_menu)
-            self._menu = Menu(menu_page(actions, 0, self.max_menu))
-        else:
-            self._menu = Menu(tuple(actions[: self.max_menu]))
-        self._lookup = None
-
-    def _mask(self, n: int) -> np.ndarray:
-        """``Menu.mask`` for a menu of ``n`` actions (a fresh copy of a cached array)."""
-        m = self._masks.get(n)
-        if m is None:
-            m = self._masks[n] = self._menu.mask(self.max_menu)
-        return m.copy()
-
-    def _index_of(self, command: str) -> int:
-        """Position of ``command`` among all admissible commands (-1: not admissible)."""
-        if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._actions)}
-        return self._lookup.get(command, -1)
-
-    def _command_from_index(self, action: Any) -> str | None:
-        index = as_menu_index(action)
-        if not 0 <= index < self.max_menu:
-            raise InvalidAction(
-                f"action {index} is outside the action space Discrete({self.max_menu}); the "
-                f"current menu has {len(self._menu)} actions, valid indices are "
-                f"0..{len(self._menu) - 1} (see info['action_mask'])")
-        if index >= len(self._menu):
-            return None
-        return self._menu.actions[index]
+        self._view.show([c for c in state["admissible_commands"] or () if c[:1] != "\\"],
+                        terminal=bool(state["won"] or state["lost"]),
+                        source=self._names[self._game_index])
 
     def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
         """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
@@ -421,13 +375,14 @@ class TextWorldEnv(gym.Env[str, Any]):
                                           f"at most {MAX_COMMAND_CHARS}")
         if command.split()[0] in META_COMMANDS or command[0] == "\\":
             return command, False, True, "interpreter meta-command"
-        return command, True, self._index_of(command) < 0, None
+        return command, True, self._view.position(command) < 0, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state = self._state
+        view = self._view
         info = {
-            "menu": self._menu,
-            "action_mask": self._mask(len(self._menu)),
+            "menu": view.menu,
+            "action_mask": view.mask(),
             "won": bool(state["won"]),
             "lost": bool(state["lost"]),
             "score": self._score,
@@ -440,21 +395,17 @@ class TextWorldEnv(gym.Env[str, Any]):
             "game_index": self._game_index,
             "split_fingerprint": self.suite.fingerprint,
             "menu_seed": self._menu_seed,
-            "menu_page": self._page,
-            "menu_pages": self._pages,
+            "menu_page": view.page,
+            "menu_pages": view.pages,
             "task": self._task,
         }
         if self.expert:
             policy = state["policy_commands"] or ()
             if policy:
-                pos = self._index_of(policy[0])
                 info["expert_command"] = policy[0]
-                if pos >= 0:
-                    index = index_on_page(pos, self._page, self._pages, self.max_menu)
-                    if index < 0:  # on another page: the expert turns the page
-                        index = len(self._menu) - 1
-                        info["expert_command"] = self._menu.actions[index]
-                    info["expert_action"] = index
+                choice = view.expert_choice(policy[0])
+                if choice is not None:
+                    info["expert_action"], info["expert_command"] = choice
         return info
 
 

@@ -13,15 +13,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuArranger, as_menu_index,
-                                  check_menu_order, check_menu_overflow, index_on_page,
-                                  menu_page, menu_seed_for, page_count)
+from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
+                                  menu_seed_for)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
                                           MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
                                           clean_observation, normalize_command)
 from deciplane.envs.twx.java import require_java
-from deciplane.errors import ConfigError, GameError, InvalidAction, MenuTooLarge
+from deciplane.errors import ConfigError, GameError
 from deciplane.types import Menu
 
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays",
@@ -165,8 +164,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
         if render_mode not in (None, "ansi", "human"):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
-        check_menu_order(menu_order)
-        check_menu_overflow(menu_overflow, max_menu)
+        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
         self.action_mode = action_mode
@@ -208,8 +206,6 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         self._seed_set = frozenset(self.seeds)
         self._fingerprint = fold_fingerprint(_package_version(), game, self.game_params,
                                              self.fold, self.seeds)
-        self._arranger = MenuArranger(menu_order)
-        self._masks: dict[int, np.ndarray] = {}
         self._order: np.ndarray | None = None
         self._pos = 0
         self._game_index = -1
@@ -217,10 +213,6 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         self._task = ""
         self._text = ""
         self._obs = ""
-        self._menu = Menu(())
-        self._actions: tuple[str, ...] = ()  # every valid action, in menu order
-        self._page, self._pages = 0, 1
-        self._lookup: dict[str, int] | None = None
         self._won = self._lost = False
         self._score = 0.0
         self._steps = 0
@@ -257,7 +249,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             index = int(self._order[self._pos])
             self._pos += 1
         self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._arranger.start_episode(self._menu_seed)
+        self._view.start_episode(self._menu_seed)
         self._game_index = index
         state = _loads(self._server.generateNewGameJSON(self.seeds[index], self.fold,
                                                         self.expert))
@@ -282,23 +274,18 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if self.action_mode == "text":
             index, rejected = self._index_from_text(action)
         else:
-            index = as_menu_index(action)
-        if not 0 <= index < self.max_menu and self.action_mode == "menu":
-            raise InvalidAction(
-                f"action {index} is outside the action space Discrete({self.max_menu}); the "
-                f"current menu has {len(self._menu)} actions, valid indices are "
-                f"0..{len(self._menu) - 1} (see info['action_mask'])")
+            index = self._view.check_index(as_menu_index(action))
+        menu = self._view.menu
         self._steps += 1
-        invalid = not 0 <= index < len(self._menu)
+        invalid = not 0 <= index < len(menu)
         reward = 0.0
         if invalid:
             self._invalid += 1
             reward = self.invalid_action_penalty
-        elif self._pages > 1 and index == len(self._menu) - 1:  # the page turn
-            self._page = (self._page + 1) % self._pages
-            self._menu = Menu(menu_page(self._actions, self._page, self.max_menu))
+        elif self._view.turn_page(index):
+            pass
         else:
-            command = self._menu.actions[index]
+            command = menu.actions[index]
             if self._on_path:
                 if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
                     self._gold_pos += 1
@@ -310,7 +297,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             self._score = score
             self._observe(state)
         terminated = self._won or self._lost
-        empty = not terminated and not self._menu.actions
+        empty = not terminated and not self._view.menu.actions
         limit = self.max_episode_steps
         truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
         self._done = terminated or truncated
@@ -357,7 +344,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
 
     @property
     def menu(self) -> Menu:
-        return self._menu
+        return self._view.menu
 
     @property
     def java_pid(self) -> int | None:
@@ -375,13 +362,10 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
                                     type_error=TEXT_TYPE_ERROR)
         if not checked.ok:
             return -1, checked.problem
-        action = checked.text
-        if self._lookup is None:
-            self._lookup = {c: i for i, c in enumerate(self._actions)}
-        index = self._lookup.get(normalize_command(action))
-        if index is None:  # the game's own spelling, case/space-insensitively
-            wanted = normalize_command(action)
-            index = next((i for i, c in enumerate(self._actions)
+        wanted = normalize_command(checked.text)
+        index = self._view.position(wanted)  # text mode shows every action: position = index
+        if index < 0:  # the game's own spelling, case/space-insensitively
+            index = next((i for i, c in enumerate(self._view.actions)
                           if normalize_command(c) == wanted), -1)
         return index, None
 
@@ -401,28 +385,10 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         if self.task_in_observation and self._task:
             text = f"{self._task}\n\n{text}"
         self._obs = clean_observation(text)
-        actions = self._arranger.arrange(state.get("validActions") or ())
-        terminal = self._won or self._lost
-        n = len(actions)
-        self._actions, self._page, self._pages = actions, 0, 1
-        if n > self.max_menu and not terminal and self.action_mode == "menu":
-            if self.menu_overflow == "error":
-                raise MenuTooLarge(
-                    f"{self.game} seed {self.seeds[self._game_index]} offers {n} actions but "
-                    f"max_menu={self.max_menu}; pass max_menu={n} or more "
-                    "(gym.make(..., max_menu=N)), menu_overflow='page' (a second-level "
-                    "menu), or game_params that make smaller games")
-            self._pages = page_count(n, self.max_menu)
-            self._menu = Menu(menu_page(actions, 0, self.max_menu))
-        else:
-            self._menu = Menu(actions if self.action_mode == "text" else actions[: self.max_menu])
-        self._lookup = None
-
-    def _mask(self, n: int) -> np.ndarray:
-        m = self._masks.get(n)
-        if m is None:
-            m = self._masks[n] = self._menu.mask(self.max_menu)
-        return m.copy()
+        self._view.show(state.get("validActions") or (), terminal=self._won or self._lost,
+                        source=f"{self.game} seed {self.seeds[self._game_index]}",
+                        hint=", game_params that make smaller games,",
+                        cap=self.action_mode == "menu")
 
     def _expert(self) -> tuple[int | None, str | None]:
         """The next gold action and its menu index. Gold-path entries that are not valid in
@@ -431,24 +397,19 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         answers as an invalid step that changes nothing."""
         if not self._on_path or self._won or self._lost:
             return None, None
-        if self._lookup is None:  # position of every valid action in the (unpaged) order
-            self._lookup = {c: i for i, c in enumerate(self._actions)}
-        gold, lookup = self._gold, self._lookup
-        while self._gold_pos < len(gold) and gold[self._gold_pos] not in lookup:
+        gold, view = self._gold, self._view
+        while self._gold_pos < len(gold):
+            choice = view.expert_choice(gold[self._gold_pos])
+            if choice is not None:
+                return choice
             self._gold_pos += 1
-        if self._gold_pos >= len(gold):
-            return None, None
-        command = gold[self._gold_pos]
-        index = index_on_page(lookup[command], self._page, self._pages, self.max_menu)
-        if index >= 0:
-            return index, command
-        turn = len(self._menu) - 1  # the gold action is on another page: turn the page
-        return turn, self._menu.actions[turn]
+        return None, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
+        view = self._view
         info = {
-            "menu": self._menu,
-            "action_mask": self._mask(len(self._menu)),
+            "menu": view.menu,
+            "action_mask": view.mask(),
             "won": self._won,
             "lost": self._lost,
             "score": self._score,
@@ -467,8 +428,8 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             "seed_range": (self.seeds[0], self.seeds[-1]),
             "split_fingerprint": self._fingerprint,
             "menu_seed": self._menu_seed,
-            "menu_page": self._page,
-            "menu_pages": self._pages,
+            "menu_page": view.page,
+            "menu_pages": view.pages,
         }
         if self.expert:
             info["expert_action"], info["expert_command"] = self._expert()
