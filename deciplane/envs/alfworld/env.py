@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from deciplane.envs.alfworld import official
 from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld_suite,
@@ -23,12 +21,10 @@ from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
-from deciplane.envs.spaces import ObservationText, check_text_action
-from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
-                                          clean_observation, normalize_command)
+from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
+                                     clean_observation, normalize_command)
+from deciplane.envs.spaces import check_text_action
 from deciplane.errors import ConfigError, GameError
-from deciplane.types import Menu
 
 SOURCES = ("auto", "official", "generated")
 DEFAULT_GENERATED_GAMES = {"train": 120, "valid_seen": 60, "valid_unseen": 60}
@@ -94,7 +90,7 @@ def make_suite(source: str = "auto", split: str = "train", n_games: int | None =
                          manifest, fp)
 
 
-class ALFWorldEnv(gym.Env[str, Any]):
+class ALFWorldEnv(MenuTextEnv):
     """ALFWorld's household text games (pick, look, clean, heat, cool, pick two) as menus.
 
     ## Description
@@ -188,8 +184,6 @@ class ALFWorldEnv(gym.Env[str, Any]):
       ``progress`` (a bar while games are generated or checked).
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
-
     def __init__(self, source: str = "auto", split: str = "train", n_games: int | None = None,
                  data_dir: str | os.PathLike | None = None,
                  task_types: Sequence[str] | None = None, suite_seed: int = 0,
@@ -227,13 +221,7 @@ class ALFWorldEnv(gym.Env[str, Any]):
         self.menu_order, self.menu_overflow = menu_order, menu_overflow
         self._menu_seed = 0
         self.render_mode = render_mode
-        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
-                                                 charset=OBS_CHARSET)
-        if action_mode == "menu":
-            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
-        else:
-            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
-                                            charset=COMMAND_CHARSET)
+        self._init_spaces(action_mode, self.max_menu)
         self._games: OrderedDict[int, tuple[Any, GameData, str]] = OrderedDict()
         self._order: np.ndarray | None = None
         self._pos = 0
@@ -298,23 +286,10 @@ class ALFWorldEnv(gym.Env[str, Any]):
         if invalid:
             self._invalid += 1
             reward += self.invalid_action_penalty
-        won = bool(self._state["won"])
-        limit = self.max_episode_steps
-        truncated = not won and limit is not None and self._steps >= limit
-        self._done = won or truncated
-        info = self._info(invalid=invalid)
+        result = self._end_step(reward, bool(self._state["won"]), invalid, rejected)
         if translated is not None:
-            info["translated_command"] = translated
-        if rejected is not None:
-            info["action_rejected"] = rejected
-        return self._obs, reward, won, truncated, info
-
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self._obs
-        if self.render_mode == "human":
-            print(self._obs)
-        return None
+            result[4]["translated_command"] = translated
+        return result
 
     def close(self) -> None:
         self._games.clear()
@@ -331,10 +306,6 @@ class ALFWorldEnv(gym.Env[str, Any]):
     @property
     def split_fingerprint(self) -> str:
         return self.suite.fingerprint
-
-    @property
-    def menu(self) -> Menu:
-        return self._view.menu
 
     # ---- internals -----------------------------------------------------------------------
 

@@ -4,46 +4,28 @@ from __future__ import annotations
 
 import os
 import re
-import string
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
-from deciplane.envs.spaces import ObservationText, check_text_action
+from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
+                                     clean_observation, normalize_command)
+from deciplane.envs.spaces import check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import ConfigError, GameError, UnknownPreset
-from deciplane.types import Menu
 
-# Everything TextWorld (Inform7 -> Z-machine -> jericho) prints: ZSCII is ASCII plus
-# accented Latin letters; typographic punctuation is added for user games. Anything else
-# is replaced by "?" so that every observation lies in the observation space.
-OBS_CHARSET = frozenset(
-    string.printable
-    + "".join(chr(c) for c in range(0xA0, 0x250))       # Latin-1 supplement, Latin ext. A/B
-    + "".join(chr(c) for c in range(0x2010, 0x2060))    # dashes, quotes, ellipsis, bullets
-    + "\u20ac\u2122"
-)
-MAX_OBS_CHARS = 65_536
-MAX_COMMAND_CHARS = 192  # the Z-machine reads at most ~198 bytes per command
-MAX_RAW_COMMAND_CHARS = 4096  # before whitespace is collapsed; longer is refused unread
-COMMAND_CHARSET = string.ascii_letters + string.digits + " -'.,"
 # Interpreter meta-commands that would desynchronise TextWorld's state tracking (or end
 # the story); in text mode they are refused as invalid and never sent to the game.
 META_COMMANDS = frozenset({"quit", "q", "restart", "restore", "save", "undo", "script",
                            "unscript", "transcript", "noscript"})
 _BANNER_CHARS = frozenset(" _|\\/$<>")
-_ASCII_OBS = bytes(range(0x20, 0x7F)) + b"\t\n\r\x0b\x0c"  # the ASCII part of OBS_CHARSET
-_NOT_OBS = re.compile("[^\t\n\r\x0b\x0c\x20-\x7e\xa0-\u024f\u2010-\u205f\u20ac\u2122]")
-_SPACES = re.compile(r"\s+")
 # What the interpreter (jericho's frotz) or the compiled story prints when the story file
 # fails at run time: frotz's own halt, Inform 6's veneer and Inform 7's run-time problems.
 # A game in that state still gets menus from TextWorld's own state tracking, so without
@@ -54,7 +36,7 @@ _PROBE_COMMAND = "look"
 _GAME_CACHE_SIZE = 64  # started games kept per env (~2 MB each; a load costs 50-150 ms)
 
 
-class TextWorldEnv(gym.Env[str, Any]):
+class TextWorldEnv(MenuTextEnv):
     """TextWorld text games (``tw-make`` presets or your own ``.z8`` files) as menus.
 
     ## Description
@@ -143,8 +125,6 @@ class TextWorldEnv(gym.Env[str, Any]):
       default: when stderr is a terminal).
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
-
     def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
                  split: str = "train", n_games: int | None = None,
                  game_options: dict[str, Any] | None = None, suite_seed: int = 0,
@@ -175,13 +155,7 @@ class TextWorldEnv(gym.Env[str, Any]):
         self._menu_seed = 0
         self._task = ""
 
-        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
-                                                 charset=OBS_CHARSET)
-        if action_mode == "menu":
-            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
-        else:
-            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
-                                            charset=COMMAND_CHARSET)
+        self._init_spaces(action_mode, self.max_menu)
 
         import textworld
 
@@ -256,25 +230,10 @@ class TextWorldEnv(gym.Env[str, Any]):
         if invalid:
             self._invalid += 1
             reward += self.invalid_action_penalty
-        won, lost = bool(self._state["won"]), bool(self._state["lost"])
-        terminated = won or lost
-        empty = (not terminated and self.action_mode == "menu" and not self._view.menu.actions)
-        limit = self.max_episode_steps
-        truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
-        self._done = terminated or truncated
-        info = self._info(invalid=invalid)
-        if rejected is not None:
-            info["action_rejected"] = rejected
-        if empty:
-            info["empty_menu"] = True
-        return self._obs, reward, terminated, truncated, info
-
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self._obs
-        if self.render_mode == "human":
-            print(self._obs)
-        return None
+        terminated = bool(self._state["won"]) or bool(self._state["lost"])
+        # in text mode the parser takes commands the menu does not list: no dead end
+        return self._end_step(reward, terminated, invalid, rejected,
+                              empty_truncates=self.action_mode == "menu")
 
     def close(self) -> None:
         for env in self._games.values():
@@ -293,10 +252,6 @@ class TextWorldEnv(gym.Env[str, Any]):
     @property
     def split_fingerprint(self) -> str:
         return self.suite.fingerprint
-
-    @property
-    def menu(self) -> Menu:
-        return self._view.menu
 
     # ---- internals -----------------------------------------------------------------------
 
@@ -439,20 +394,6 @@ def strip_banner(text: str) -> str:
     while k < len(lines) and set(lines[k]) <= _BANNER_CHARS:
         k += 1
     return "\n".join(lines[k:]) if k else text
-
-
-def clean_observation(text: str) -> str:
-    """``text`` with characters outside :data:`OBS_CHARSET` replaced by ``?`` and cut to
-    :data:`MAX_OBS_CHARS`, so it always lies in the observation space."""
-    text = text[:MAX_OBS_CHARS]
-    if text.isascii() and not text.encode("ascii").translate(None, _ASCII_OBS):
-        return text  # the common case, checked at C speed (~10x faster than the regex)
-    return _NOT_OBS.sub("?", text)
-
-
-def normalize_command(command: str) -> str:
-    """Lower-case, one line, single spaces: how menu commands are written."""
-    return _SPACES.sub(" ", command).strip().lower()
 
 
 def _check_args(split: str, max_menu: int, max_episode_steps: int | None, action_mode: str,

@@ -9,19 +9,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
-from deciplane.envs.spaces import ObservationText, check_text_action
-from deciplane.envs.textworld.env import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
-                                          MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
-                                          clean_observation, normalize_command)
+from deciplane.envs.menu_env import (MAX_RAW_COMMAND_CHARS, MenuTextEnv, clean_observation,
+                                     normalize_command)
+from deciplane.envs.spaces import check_text_action
 from deciplane.envs.twx.java import require_java
 from deciplane.errors import ConfigError, GameError
-from deciplane.types import Menu
 
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays",
          "peckingorder")
@@ -45,7 +41,7 @@ SPLIT_TO_FOLD = {"train": "train", "valid": "dev", "test": "test"}
 """deciplane split -> TextWorld-Express ``gameFold`` (the official folds)."""
 
 
-class TextWorldExpressEnv(gym.Env[str, Any]):
+class TextWorldExpressEnv(MenuTextEnv):
     """TextWorld-Express games (CookingWorld, TWC, Coin Collector, Map Reader, Arithmetic,
     Sorting, Simon Says, Pecking Order) as menus.
 
@@ -145,8 +141,6 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
       see Action).
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
-
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
                  split: str = "train", max_menu: int = 64, menu_order: str = "sorted",
                  task_in_observation: bool = True, expert: bool = False,
@@ -181,13 +175,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.render_mode = render_mode
 
-        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
-                                                 charset=OBS_CHARSET)
-        if action_mode == "menu":
-            self.action_space: spaces.Space = spaces.Discrete(self.max_menu)
-        else:
-            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
-                                            charset=COMMAND_CHARSET)
+        self._init_spaces(action_mode, self.max_menu)
 
         self._twx: Any = None
         self._owner = os.getpid()  # a forked copy of this env must not stop the parent's JVM
@@ -296,24 +284,7 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
             reward = score - self._score
             self._score = score
             self._observe(state)
-        terminated = self._won or self._lost
-        empty = not terminated and not self._view.menu.actions
-        limit = self.max_episode_steps
-        truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
-        self._done = terminated or truncated
-        info = self._info(invalid=invalid)
-        if rejected is not None:
-            info["action_rejected"] = rejected
-        if empty:
-            info["empty_menu"] = True
-        return self._obs, float(reward), terminated, truncated, info
-
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self._obs
-        if self.render_mode == "human":
-            print(self._obs)
-        return None
+        return self._end_step(reward, self._won or self._lost, invalid, rejected)
 
     def close(self) -> None:
         """Stop this env's JVM (waits for the java process to exit; kills it after 10 s)."""
@@ -341,10 +312,6 @@ class TextWorldExpressEnv(gym.Env[str, Any]):
     @property
     def split_fingerprint(self) -> str:
         return self._fingerprint
-
-    @property
-    def menu(self) -> Menu:
-        return self._view.menu
 
     @property
     def java_pid(self) -> int | None:
