@@ -39,7 +39,6 @@ Compute
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import math

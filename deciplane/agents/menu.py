@@ -170,7 +170,7 @@ class MenuAgent:
 
     def _unique_last_logits(self, prompt_ids: list[torch.Tensor]
                             ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        policy, model = self.policy, self.policy.model
+        model = self.policy.model
         was_training = model.training
         if was_training:
             model.eval()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence

@@ -9,7 +9,6 @@ from typing import Any
 
 from deciplane.errors import DeciplaneError
 from deciplane.trainers.logger import read_metrics
-from deciplane.utils import flatten_dict
 
 # figure name -> metric-name prefixes it shows
 _FIGURES = {

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np

@@ -14,7 +14,6 @@ a fresh jail. Replies are untrusted input on the host side (validated there).
 
 import base64
 import ctypes
-import errno
 import json
 import os
 import resource
