@@ -35,7 +35,7 @@ from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
-from deciplane.engine.generation import generate_texts
+from deciplane.engine.generation import generate_texts, generation_progress
 from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
 
 ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
@@ -246,7 +246,11 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 
             def baseline(label: str, cache_name: str, key: str, compute) -> dict[str, Any]:
                 report(f"baseline: {label}", 0, 1, {})
-                result, cached = _cached_baseline(baseline_cache, cache_name, key, compute)
+                # a baseline can sample for an hour: show its prompts as they are done
+                with generation_progress(
+                        lambda done, total: report(f"baseline: {label} (prompts sampled)",
+                                                   done, total, {})):
+                    result, cached = _cached_baseline(baseline_cache, cache_name, key, compute)
                 report(f"baseline: {label}" + (" (cached)" if cached else ""), 1, 1, {})
                 return result
 

@@ -33,6 +33,7 @@ from typing import Any
 _LAZY = {
     "Budget": "budget",
     "generate": "generation", "generate_texts": "generation", "sample_groups": "generation",
+    "generation_progress": "generation",
     "ResponseForward": "logprobs", "backward": "logprobs", "forward_responses": "logprobs",
     "pad_responses": "logprobs", "sequence_logprobs": "logprobs",
     "CordRule": "optim", "MicroLoss": "optim", "Normaliser": "optim", "Optimizer": "optim",

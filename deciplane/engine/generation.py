@@ -4,16 +4,37 @@
   :class:`~deciplane.engine.budget.Budget`;
 * :func:`generate_texts` — one response text per prompt (greedy by default);
 * :func:`sample_groups` — ``group_size`` sampled responses per prompt as single-turn
-  :class:`~deciplane.types.Trajectory` records, grouped by prompt (GRPO, TTRL, TTPO).
+  :class:`~deciplane.types.Trajectory` records, grouped by prompt (GRPO, TTRL, TTPO);
+* :func:`generation_progress` — a context in which every :func:`generate` call reports
+  ``(prompts done, prompts)`` after each chunk (long baselines show progress without
+  threading a callback through every adapter).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Sequence
 
 from deciplane.engine.budget import Budget, phase
 from deciplane.errors import ConfigError
 from deciplane.types import Trajectory, Turn
+
+
+_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("generation_progress",
+                                                                    default=None)
+
+
+@contextmanager
+def generation_progress(callback: Callable[[int, int], None]) -> Iterator[None]:
+    """Within this context, :func:`generate` calls ``callback(done, total)`` (prompts) after
+    every chunk of prompts."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def _count_generation(budget: Budget | None, gens: Sequence) -> None:
@@ -51,6 +72,9 @@ def generate(policy, prompts: Sequence[str], *, max_new_tokens: int, temperature
             g.prompt_index += start
         _count_generation(budget, gens)
         out.extend(gens)
+        tick = _PROGRESS.get()
+        if tick is not None:
+            tick(start + len(chunk), len(prompts))
     return out
 
 
@@ -101,4 +125,4 @@ def sample_groups(policy, prompts: Sequence[str], *, group_size: int, max_new_to
     return groups
 
 
-__all__ = ["generate", "generate_texts", "sample_groups"]
+__all__ = ["generate", "generate_texts", "sample_groups", "generation_progress"]

@@ -134,3 +134,16 @@ def test_config_errors_name_the_allowed_values():
         GRPOConfig(micro_batch_size=0)
     with pytest.raises(ConfigError, match="grpo"):
         GRPOConfig(advantage="ppo")
+
+
+def test_generation_progress_reports_each_chunk_inside_its_context_only(policy):
+    from deciplane.engine import generate, generation_progress
+
+    prompts = [policy.format_prompt(p) for p in PROMPTS + ["a lamp", "a box", "a rope"]]
+    ticks: list[tuple[int, int]] = []
+    with generation_progress(lambda done, total: ticks.append((done, total))):
+        gens = generate(policy, prompts, max_new_tokens=2, seed=0, prompts_per_batch=2)
+    assert ticks == [(2, 5), (4, 5), (5, 5)]
+    assert sorted({g.prompt_index for g in gens}) == [0, 1, 2, 3, 4]
+    generate(policy, prompts[:2], max_new_tokens=2, seed=0, prompts_per_batch=1)
+    assert len(ticks) == 3  # outside the context nothing is reported
