@@ -29,6 +29,13 @@ ROWS = [
     ("after - majority (paired, same tasks)", "paired_vs_baselines.majority_vote_equal_budget.difference"),
     ("after beats majority at 95% (1 = yes, per seed)", "paired_vs_baselines.majority_vote_equal_budget.a_better_95"),
     ("after - best-of-N (paired)", "paired_vs_baselines.best_of_n_equal_budget.difference"),
+    # code (Probe-ERPO): the selection baseline is consensus over behaviour clusters
+    ("consensus selection at the adapter's budget", "baselines.consensus_selection_equal_budget.accuracy"),
+    ("after - consensus selection (paired, same tasks)", "paired_vs_baselines.consensus_selection_equal_budget.difference"),
+    ("after beats consensus selection at 95% (1 = yes, per seed)", "paired_vs_baselines.consensus_selection_equal_budget.a_better_95"),
+    ("after - greedy (paired)", "paired_vs_baselines.no_adaptation_greedy.difference"),
+    ("samples per task of the consensus baseline", "baselines.consensus_selection_equal_budget.votes_per_task"),
+    ("probes per task (mean)", "probes.per_task_mean"),
     ("mean output tokens of the final answers", "mean_output_tokens"),
     ("majority pseudo-label correct, all votes (scorer)", "diagnostics.pseudo_label_accuracy_all_votes"),
     ("pseudo-reward accuracy (scorer)", "diagnostics.reward_accuracy"),
@@ -63,7 +70,8 @@ def table(summaries: list[dict]) -> str:
                   (lambda v: f"{v:.0f}")
             per = " / ".join(fmt(v) for v in vals)
             cells.append(f"{fmt(statistics.mean(vals))} ({per})" if len(vals) > 1 else per)
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        if any(c != "-" for c in cells):  # rows of another method's baselines are left out
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     seeds = sorted({s["seed"] for s in summaries})
     fps = sorted({s.get("split_fingerprint") for s in summaries})
     lines.append("")
