@@ -148,7 +148,9 @@ class ALFWorldEnv(MenuTextEnv):
 
     ``terminated`` when the goal is reached (ALFWorld games cannot be lost); ``truncated``
     after ``max_episode_steps`` steps (``gym.make`` applies a ``TimeLimit`` of 50 steps,
-    ALFWorld's own budget, unless ``gym.make(..., max_episode_steps=N)``).
+    ALFWorld's own budget, unless ``gym.make(..., max_episode_steps=N)``), or at once when
+    a state offers no command at all (``info["empty_menu"] = True``; the same rule as the
+    other menu envs).
 
     ## Info
 

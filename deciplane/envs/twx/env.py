@@ -270,9 +270,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         if invalid:
             self._invalid += 1
             reward = self.invalid_action_penalty
-        elif self._view.turn_page(index):
-            pass
-        else:
+        elif not self._view.turn_page(index):  # a page turn does not act in the game
             command = menu.actions[index]
             if self._on_path:
                 if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
