@@ -7,10 +7,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from deciplane.envs.menus import (PAGE_ACTION, MenuArranger, check_menu_order,
-                                  check_menu_overflow, menu_page, menu_seed_for, page_count,
-                                  shuffle_key, shuffled_order)
-from deciplane.errors import ConfigError
+from deciplane.envs.menus import (PAGE_ACTION, MenuArranger, MenuView, as_menu_index,
+                                  check_menu_order, check_menu_overflow, menu_page,
+                                  menu_seed_for, page_count, shuffle_key, shuffled_order)
+from deciplane.errors import ConfigError, InvalidAction, MenuTooLarge
 
 ACTIONS = ["go north", "go south", "take coin", "open door", "look", "inventory", "eat apple"]
 
@@ -86,3 +86,53 @@ def test_pages_of_a_menu_larger_than_the_action_space():
         check_menu_overflow("page", 1)
     with pytest.raises(ConfigError, match="error, page"):
         check_menu_overflow("truncate", 8)
+
+
+def test_menu_view_whole_menu_index_checks_and_mask():
+    view = MenuView(max_menu=8)                        # sorted order
+    view.show(["look", "go north", "take coin"])
+    assert view.menu.actions == ("go north", "look", "take coin") and view.pages == 1
+    assert view.command_at(1) == "look"
+    assert view.command_at(5) is None                 # masked: an invalid move, no error
+    with pytest.raises(InvalidAction, match=r"outside the action space Discrete\(8\)"):
+        view.command_at(8)
+    assert not view.turn_page(2)                      # not paged: every index is an action
+    assert view.position("take coin") == 2 and view.position("eat") == -1
+    mask = view.mask()
+    assert mask.tolist() == [True] * 3 + [False] * 5
+    mask[:] = False
+    assert view.mask().sum() == 3                     # each call returns a fresh copy
+    assert view.expert_choice("look") == (1, "look") and view.expert_choice("eat") is None
+
+
+def test_menu_view_overflow_error_paging_and_the_expert_across_pages():
+    acts = [f"a{i}" for i in range(7)]
+    with pytest.raises(MenuTooLarge, match=r"game 3 offers 7 actions but max_menu=3; pass "
+                                           r"max_menu=7 or more .*, fewer items, or "
+                                           r"menu_overflow='page'"):
+        MenuView(3).show(acts, source="game 3", hint=", fewer items,")
+    MenuView(3).show(acts, terminal=True)             # a finished game's menu is never chosen
+    text = MenuView(3)
+    text.show(acts, cap=False)                        # text mode: every action, no pages
+    assert len(text.menu) == 7 and text.pages == 1
+
+    view = MenuView(3, overflow="page")
+    view.show(acts)
+    assert (view.menu.actions, view.page, view.pages) == (("a0", "a1", PAGE_ACTION), 0, 4)
+    # the expert's action on page 2 (a4): from page 0 it turns the page
+    assert view.expert_choice("a4") == (2, PAGE_ACTION)
+    assert view.command_at(2) == PAGE_ACTION and view.turn_page(2)
+    assert view.menu.actions == ("a2", "a3", PAGE_ACTION)
+    assert view.turn_page(2) and view.expert_choice("a4") == (0, "a4")
+    assert view.turn_page(2) and view.menu.actions == ("a6", PAGE_ACTION)
+    assert view.turn_page(1) and view.page == 0       # cyclic: the last page's turn -> page 0
+    view.show(acts[:2])                               # a new state starts at its first page
+    assert (view.menu.actions, view.pages) == (("a0", "a1"), 1)
+
+
+def test_as_menu_index_accepts_integral_values_only():
+    assert as_menu_index(3) == 3 and as_menu_index(np.int64(2)) == 2
+    assert as_menu_index(np.array(4)) == 4 and as_menu_index(5.0) == 5
+    for bad in (True, "1", b"1", 1.5, None):
+        with pytest.raises(InvalidAction):
+            as_menu_index(bad)
