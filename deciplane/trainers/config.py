@@ -91,7 +91,7 @@ class OptimConfig:
     minibatches: int = 1
     """Optimizer steps per epoch; the batch is split into this many parts."""
     micro_batch_size: int = 16
-    """Decisions/sequences per forward pass; gradients accumulate across micro-batches."""
+    """Units per forward pass: menu decisions (rlid_ppo), samples (math_grpo) or whole trajectories with all their turns (text_ppo: memory grows with turns x prompt length); gradients accumulate across micro-batches, so it changes memory, not the update (a resumed run may change it)."""
 
 
 @dataclass
