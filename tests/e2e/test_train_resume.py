@@ -106,7 +106,7 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     # the budget may change: extend the run by one iteration; so may the micro-batch size
     # (memory only: a run killed for memory resumes with a smaller one)
     out = subprocess.run(_cli("train", "--run-dir", str(run), "--resume", "--set", "iterations=2",
-                              "--set", "optim.micro_batch_size=1"),
+                              "--set", "optim.micro_batch_size=1", "--set", "model.threads=2"),
                          env=_env(), cwd=tmp_path, timeout=600, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
