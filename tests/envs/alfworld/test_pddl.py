@@ -80,3 +80,21 @@ def test_per_task_type_report_groups_episodes_by_game_name():
     assert "pick_two_obj_and_place" not in out
     lo, hi = out["pick_and_place_simple"]["ci95"]  # Wilson, 1 of 2: 0.5 -+ 0.4055
     assert lo == pytest.approx(0.0945, abs=1e-3) and hi == pytest.approx(0.9055, abs=1e-3)
+
+
+def test_training_eval_report_names_games_by_seed():
+    from deciplane.envs.alfworld.results import per_task_type_report, training_eval_report
+
+    tasks = {"split_fingerprint": "generated-x", "per_episode": [
+        {"seed": 0, "task": "pick_and_place_simple-valid_unseen-0000-aa", "won": True},
+        {"seed": 1, "task": "look_at_obj_in_light-valid_unseen-0001-bb", "won": True}]}
+    evaluation = {"split_fingerprint": "generated-x", "episode_seeds": [1, 0],
+                  "episode_wins": [1, 0]}
+    report = training_eval_report(evaluation, tasks)
+    assert [e["task"][:4] for e in report["per_episode"]] == ["look", "pick"]
+    out = per_task_type_report(report)
+    assert out["look_at_obj_in_light"]["won"] == 1 and out["pick_and_place_simple"]["won"] == 0
+    with pytest.raises(ValueError, match="fingerprints differ"):
+        training_eval_report({**evaluation, "split_fingerprint": "generated-y"}, tasks)
+    with pytest.raises(ValueError, match="seed"):
+        training_eval_report({**evaluation, "episode_seeds": [0, 5]}, tasks)
