@@ -148,13 +148,14 @@ class EnvSuite:
     def fingerprints(self) -> dict[str, str]:
         return dict(self._fps)
 
-    def _make_env(self, split: str) -> Callable[..., gym.Env]:
+    def _make_env(self, split: str, expert: bool | None = None) -> Callable[..., gym.Env]:
+        expert = self.expert if expert is None else expert
         kw = {k: v for k, v in self.kwargs.items() if k != "games"}
         steps = self.cfg.max_episode_steps
         kw = with_menu_defaults(kw, set(MENU_DEFAULTS) if self.textworld
                                 else _env_params(self.cfg.id))
         if self.textworld:
-            if self.expert:
+            if expert:
                 kw["expert"] = True
             games = self.games(split)
             spec = self.kwargs.get("games", "embedded")
@@ -163,29 +164,33 @@ class EnvSuite:
             return lambda: GameSlotEnv(gym.make(TEXTWORLD, games=src, max_episode_steps=steps,
                                                 **extra, **kw), len(games))
         params = _env_params(self.cfg.id)
-        if self.expert and "expert" in params:
+        if expert and "expert" in params:
             kw["expert"] = True
         if "split" in params:
             kw["split"] = split
         return lambda: DropNoneInfo(task_slots(gym.make(self.cfg.id, max_episode_steps=steps,
                                                         **kw)))
 
-    def _vector(self, split: str, n: int, remote: bool = False) -> gym.vector.VectorEnv:
+    def _vector(self, split: str, n: int, remote: bool = False,
+                expert: bool | None = None) -> gym.vector.VectorEnv:
+        """``n`` sub-envs of ``split`` (cached); ``expert`` defaults to the suite's (off for
+        evaluation: a planner expert can cost seconds per step, ALFWorld's pick-two games)."""
         w = self.workers
         remote = remote and w is not None and w.backend == "ray"
-        key = hash((split, n, remote))
+        expert = self.expert if expert is None else bool(expert)
+        key = hash((split, n, remote, expert))
         if key not in self._vec:
             t0 = time.perf_counter()
             try:
-                self._build_vector(key, split, n, remote)
+                self._build_vector(key, split, n, remote, expert)
             finally:
                 self.setup_s += time.perf_counter() - t0
         return self._vec[key]
 
-    def _build_vector(self, key: int, split: str, n: int, remote: bool) -> None:
+    def _build_vector(self, key: int, split: str, n: int, remote: bool, expert: bool) -> None:
         w = self.workers
         if key not in self._vec:
-            fns = [self._make_env(split) for _ in range(n)]
+            fns = [self._make_env(split, expert) for _ in range(n)]
             if remote:
                 from deciplane.envs.ray_vector import make_ray_vector_env
                 self._vec[key] = make_ray_vector_env(
@@ -260,7 +265,7 @@ class EnvSuite:
                         break
                 part = seeds[s:s + batch]
                 s += len(part)
-                vec = self._vector(split, len(part))
+                vec = self._vector(split, len(part), expert=False)
                 if split not in self._fps:  # envs with their own suites (ALFWorld, ...)
                     try:
                         self._fps[split] = str(vec.get_attr("split_fingerprint")[0])

@@ -174,3 +174,24 @@ def test_quickstart_shape_with_tiny_model_runs_rl_within_a_small_budget(tmp_path
     assert resolve_checkpoint(run).name.startswith("iter_")
     cfg = json.loads((run / "summary.json").read_text())["config"]
     assert cfg["env"]["kwargs"]["menu_order"] == "shuffled"
+
+
+def test_evaluation_envs_do_not_ask_for_the_expert():
+    """A suite built with the expert (for distillation / BC) evaluates on envs without it:
+    evaluation never reads it, and a planner expert can cost seconds per step."""
+    from deciplane.engine.episodes import RolloutStats
+
+    suite = EnvSuite(EnvConfig(kwargs={"games": "embedded"}, max_episode_steps=2), expert=True)
+    seen = []
+
+    def collect(agent, vec, seeds, group, steps, seed=0):
+        seen.append([e.unwrapped.expert for e in vec.envs])
+        return [], RolloutStats()
+
+    try:
+        train_vec, _ = suite.train_batch(0)
+        assert all(e.unwrapped.expert for e in train_vec.envs)
+        suite.evaluate(None, "test", 3, collect, batch=2)
+        assert seen == [[False, False], [False]]
+    finally:
+        suite.close()

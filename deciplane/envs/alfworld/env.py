@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from deciplane.envs.alfworld import official
+from deciplane.envs.alfworld.expert import DEFAULT_TIMEOUT_S, PlanFollower
 from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld_suite,
                                                new_pddl_env, resolve_split)
 from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
@@ -161,8 +162,9 @@ class ALFWorldEnv(MenuTextEnv):
     part of it, so every evaluation report and training summary records it), ``menu_seed``, ``menu_page``/``menu_pages``, ``command_style`` (the put template the menu uses) and
     ``data_command_style`` (the one the game file was written with: ALFWorld < 0.4 data
     says ``put``; the env rewrites it, explicitly, to ``command_style``), and with
-    ``expert=True`` ``expert_action`` (menu index of the planner's next command) and
-    ``expert_command``.
+    ``expert=True`` ``expert_action`` (menu index of the planner's next command),
+    ``expert_command`` and ``expert_timeouts`` (replans this episode that found no plan
+    within ``expert_timeout_s``; that step has no ``expert_action``).
 
     ## Arguments
 
@@ -181,7 +183,10 @@ class ALFWorldEnv(MenuTextEnv):
       that see only the last few observations.
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``; ``menu_overflow``:
       ``"error"`` (default) or ``"page"`` (see Action).
-    * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``action_mode``,
+    * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``expert_timeout_s``
+      (2.0: the plan is kept while the agent follows it; a replan after a deviation runs in
+      a child process killed after this long, as fast-downward can search for minutes from
+      states off the expert's path), ``action_mode``,
       ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"``/``"human"``),
       ``progress`` (a bar while games are generated or checked).
     """
@@ -191,7 +196,8 @@ class ALFWorldEnv(MenuTextEnv):
                  task_types: Sequence[str] | None = None, suite_seed: int = 0,
                  verify_games: bool | None = None, command_style: str = "move",
                  max_menu: int = 64, max_episode_steps: int | None = None,
-                 expert: bool = False, action_mode: str = "menu",
+                 expert: bool = False, expert_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 action_mode: str = "menu",
                  invalid_action_penalty: float = 0.0, task_in_observation: bool = False,
                  menu_order: str = "sorted", menu_overflow: str = "error",
                  render_mode: str | None = None, progress: bool | None = None) -> None:
@@ -217,6 +223,9 @@ class ALFWorldEnv(MenuTextEnv):
         self.max_menu = int(max_menu)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.expert = bool(expert)
+        if not float(expert_timeout_s) > 0:
+            raise ConfigError(f"expert_timeout_s must be > 0, got {expert_timeout_s}")
+        self._planner = PlanFollower(float(expert_timeout_s))
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.task_in_observation = bool(task_in_observation)
@@ -259,6 +268,8 @@ class ALFWorldEnv(MenuTextEnv):
         self._view.start_episode(self._menu_seed)
         self._env, self._game, self._style = self._load(index)
         state = self._env.reset()
+        if self.expert:
+            self._planner.start(self._env)
         self._steps, self._invalid, self._done = 0, 0, False
         self._observe(state, strip_welcome(state.feedback))
         return self._obs, self._info(invalid=False)
@@ -280,6 +291,8 @@ class ALFWorldEnv(MenuTextEnv):
         if send:
             won_before = bool(self._state["won"])
             state, _, _ = self._env.step(command)
+            if self.expert:
+                self._planner.after(self._env, command, bool(state["won"]))
             feedback = state.feedback
             if self.task_in_observation:
                 feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
@@ -339,7 +352,7 @@ class ALFWorldEnv(MenuTextEnv):
             style = game.style if self.command_style == "native" else self.command_style
             data = dict(game.data)
             data["grammar"] = with_goal(restyle_grammar(data["grammar"], style), game.goal)
-            env = new_pddl_env(expert=self.expert)
+            env = new_pddl_env(expert=False)  # plans come from self._planner
             load_game(env, data)
         except GameError:
             raise
@@ -407,10 +420,11 @@ class ALFWorldEnv(MenuTextEnv):
             "data_command_style": game.style,
         }
         if self.expert:
-            policy = state["policy_commands"] or ()
-            if policy and not won:
-                info["expert_command"] = policy[0]
-                choice = view.expert_choice(policy[0])
+            command = self._planner.next_command
+            info["expert_timeouts"] = self._planner.timeouts
+            if command is not None and not won:
+                info["expert_command"] = command
+                choice = view.expert_choice(command)
                 if choice is not None:
                     info["expert_action"], info["expert_command"] = choice
         return info

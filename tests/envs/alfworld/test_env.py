@@ -168,3 +168,40 @@ def test_menu_overflow_page_shows_pages_and_the_expert_still_wins(small_suites):
         if term or trunc:
             break
     assert info["won"] and term
+
+
+def test_expert_keeps_its_plan_and_replans_after_a_deviation(small_suites):
+    from deciplane.envs.alfworld.expert import replan, replan_bounded
+
+    e = gym.make(ENV_ID, source="generated", split="valid_seen", n_games=N_SMALL, expert=True)
+    planner = e.unwrapped._planner
+    obs, info = e.reset(seed=4)
+    start_plan = list(planner.plan)
+    assert replan_bounded(e.unwrapped._env, 30.0) == replan(e.unwrapped._env) == start_plan
+    obs, r, term, trunc, info = e.step(info["expert_action"])   # follow: no replan
+    assert planner.replans == 1 and planner.plan == start_plan[1:]
+    assert info["expert_command"] == start_plan[1]
+    wrong = next(i for i, c in enumerate(info["menu"]) if c not in (info["expert_command"],
+                                                                     start_plan[0]))
+    obs, r, term, trunc, info = e.step(wrong)                    # deviate: a fresh plan
+    assert planner.replans == 2 and info["expert_timeouts"] == 0
+    assert info["menu"][info["expert_action"]] == info["expert_command"] == planner.plan[0]
+    while not (term or trunc):
+        obs, r, term, trunc, info = e.step(info["expert_action"])
+    assert info["won"] and "expert_action" not in info
+    e.close()
+
+
+def test_expert_replan_that_runs_out_of_time_gives_no_expert_action(small_suites):
+    e = gym.make(ENV_ID, source="generated", split="valid_seen", n_games=N_SMALL, expert=True,
+                 expert_timeout_s=1e-6)
+    obs, info = e.reset(seed=4)          # the first plan has its own, long bound
+    assert "expert_action" in info and info["expert_timeouts"] == 0
+    wrong = next(i for i, c in enumerate(info["menu"]) if c != info["expert_command"])
+    obs, r, term, trunc, info = e.step(wrong)
+    assert "expert_action" not in info and "expert_command" not in info
+    assert info["expert_timeouts"] == 1
+    with pytest.raises(ConfigError, match="expert_timeout_s"):
+        gym.make(ENV_ID, source="generated", split="valid_seen", n_games=N_SMALL,
+                 expert_timeout_s=0)
+    e.close()
