@@ -223,9 +223,7 @@ class ALFWorldEnv(MenuTextEnv):
         self.max_menu = int(max_menu)
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.expert = bool(expert)
-        if not float(expert_timeout_s) > 0:
-            raise ConfigError(f"expert_timeout_s must be > 0, got {expert_timeout_s}")
-        self._planner = PlanFollower(float(expert_timeout_s))
+        self._planner = PlanFollower(float(expert_timeout_s))  # ConfigError unless > 0
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.task_in_observation = bool(task_in_observation)

@@ -18,6 +18,8 @@ import select
 import signal
 from typing import Any
 
+from deciplane.errors import ConfigError
+
 DEFAULT_TIMEOUT_S = 2.0
 """Replans after a deviation; the first plan of an episode gets :data:`RESET_TIMEOUT_S`."""
 RESET_TIMEOUT_S = 60.0
@@ -72,7 +74,7 @@ class PlanFollower:
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if not timeout_s > 0:
-            raise ValueError(f"expert_timeout_s must be > 0, got {timeout_s}")
+            raise ConfigError(f"expert_timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = float(timeout_s)
         self.plan: list[str] | None = None
         self.timeouts = 0
