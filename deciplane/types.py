@@ -81,6 +81,9 @@ class Decision:
     greedy: bool = False
     boundary_hidden: "torch.Tensor | None" = None  # (T, H) hidden states entering layer
     boundary_layer: int | None = None              # `boundary_layer` (frozen-trunk cache)
+    readout: str = "labels"                        # "labels" (RLiD) or "items" (entry tokens)
+    item_spans: "tuple[tuple[int, int], ...] | None" = None  # items: token range of each entry
+    readout_hidden: "torch.Tensor | None" = None   # items: (T, H) states at the head's layer
 
     @property
     def action(self) -> str:

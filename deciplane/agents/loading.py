@@ -86,7 +86,7 @@ def load_saved_policy(path: str | os.PathLike, *, dtype: torch.dtype = torch.flo
     if meta.get("kind") == "full":
         policy = load_policy(path / "model", dtype=dtype, device=device)
         policy.name, policy.source = meta.get("name", str(path)), str(path / "model")
-        return policy
+        return _with_item_head(policy, path, meta, trainable)
     if meta.get("kind") == "lora":
         from peft import PeftModel
 
@@ -94,8 +94,26 @@ def load_saved_policy(path: str | os.PathLike, *, dtype: torch.dtype = torch.flo
         policy.model = PeftModel.from_pretrained(policy.model, path / "adapter", is_trainable=trainable)
         policy.model.to(policy.device)
         policy.name = meta.get("name", policy.name)
-        return policy
+        return _with_item_head(policy, path, meta, trainable)
     raise CheckpointError(f"{meta_file} has unknown kind {meta.get('kind')!r}; expected 'full' or 'lora'")
+
+
+def _with_item_head(policy: Policy, path: Path, meta: dict, trainable: bool) -> Policy:
+    """Re-attach the items readout's head saved beside the weights (``item_head.pt``)."""
+    spec = meta.get("item_head")
+    if not spec:
+        return policy
+    from deciplane.agents.policy import ITEM_HEAD_FILE
+
+    f = path / ITEM_HEAD_FILE
+    if not f.is_file():
+        raise CheckpointError(f"{path / POLICY_META} names an item head but {f} is missing; "
+                              "save the policy again with Policy.save()")
+    head = policy.add_item_head(layer=int(spec["layer"]), rank=int(spec["rank"]))
+    head.load_state_dict(torch.load(f, map_location="cpu", weights_only=True))
+    for p in head.parameters():
+        p.requires_grad_(trainable)
+    return policy
 
 
 def _targets(t: Any) -> list[str] | None:

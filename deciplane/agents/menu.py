@@ -26,9 +26,11 @@ from typing import Callable, Sequence
 import torch
 
 from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alphabet
-from deciplane.agents.policy import (Policy, capture_layer_input, decoder_layers, left_pad,
-                                     position_ids_from_mask)
-from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_user_text
+from deciplane.agents.policy import (Policy, capture_hidden, capture_layer_input, decoder_layers,
+                                     left_pad, position_ids_from_mask, truncated_decoder)
+from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_lines, menu_user_text
+from deciplane.agents.readout import (ITEM_HEAD_NAME, ItemHead, check_readout, entry_char_spans,
+                                      item_logits, token_spans)
 from deciplane.errors import ConfigError, EmptyMenu
 from deciplane.objectives.rlid import menu_log_softmax
 from deciplane.types import Decision, Menu
@@ -63,6 +65,13 @@ class MenuAgent:
         dedup: compute identical prompts of a batch once.
         keep_boundary: keep the hidden states entering this decoder layer on every decision
             (``Decision.boundary_hidden``, ``(T, H)``) for a frozen-trunk update.
+        readout: ``"labels"`` (RLiD: the next-token logits of the menu letters) or
+            ``"items"`` (ours: each entry scored from the hidden states of its own tokens by
+            the policy's :class:`~deciplane.agents.readout.ItemHead`, read from the same
+            forward; add one with :meth:`Policy.add_item_head`).
+        keep_readout: with ``readout="items"``, keep each decision's readout-layer states
+            (``Decision.readout_hidden``); a trainer sets it when the head reads a frozen
+            layer, so its update runs the head alone.
 
     ``update_logits``: when set (by a trainer, :func:`deciplane.engine.trunk.menu_update_logits`),
     :meth:`menu_log_probs` takes its last-position logits ``(B, V)`` from it instead of a
@@ -72,7 +81,8 @@ class MenuAgent:
     def __init__(self, policy: Policy, *, temperature: float = 1.0, greedy: bool = False, history: int = 2,
                  max_menu: int | None = None, system_prompt: str = MENU_SYSTEM_PROMPT,
                  labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True,
-                 max_padding: float = 0.25, dedup: bool = True, keep_boundary: int | None = None):
+                 max_padding: float = 0.25, dedup: bool = True, keep_boundary: int | None = None,
+                 readout: str = "labels", keep_readout: bool = False):
         if temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
         if history < 0:
@@ -103,6 +113,15 @@ class MenuAgent:
                 raise ConfigError(f"keep_boundary={keep_boundary}: the boundary must be a decoder "
                                   f"layer in 1..{n_layers - 1}")
         self.keep_boundary = keep_boundary
+        self.readout = check_readout(readout)
+        self.head: ItemHead | None = None
+        if self.readout == "items":
+            self.head = getattr(policy.model, ITEM_HEAD_NAME, None)
+            if self.head is None:
+                raise ConfigError(f"readout='items' needs an item head on {policy.name!r}: call "
+                                  "policy.add_item_head(layer=...) first (training configs: "
+                                  "readout: items), or use readout='labels'")
+        self.keep_readout = bool(keep_readout)
         self.update_logits: Callable[[Sequence[Decision]], torch.Tensor] | None = None
         self.tokens_computed = 0   # prompt tokens run through the model by act() (a counter)
         self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer], boundary hidden)
@@ -113,9 +132,36 @@ class MenuAgent:
         if len(menu) == 0:
             raise EmptyMenu("the menu is empty: the agent needs at least one legal action; "
                             "check that the environment episode has not ended")
+        return self._prompt_and_spans(observation, menu, history)[0]
+
+    def _prompt_and_spans(self, observation: str, menu: Menu,
+                          history: Sequence[tuple[str, str]] | None = None
+                          ) -> tuple[str, list[tuple[int, int]]]:
+        """The prompt and the character range of each menu action inside it."""
+        if len(menu) == 0:
+            raise EmptyMenu("the menu is empty: the agent needs at least one legal action; "
+                            "check that the environment episode has not ended")
         self.alphabet.for_menu(len(menu), self.max_menu)
-        text = menu_user_text(observation, self.alphabet.shown[: len(menu)], menu.actions, history, self.history)
-        return self.policy.format_prompt(text, self.system_prompt) + self.cue
+        shown = self.alphabet.shown[: len(menu)]
+        text = menu_user_text(observation, shown, menu.actions, history, self.history)
+        prompt = self.policy.format_prompt(text, self.system_prompt) + self.cue
+        if self.readout == "labels":
+            return prompt, []
+        lines = menu_lines(shown, menu.actions)
+        block = "\n".join(lines)
+        where = prompt.rfind("Legal actions:\n" + block)
+        if where < 0:
+            raise ConfigError("the menu block was not found in the formatted prompt; the chat "
+                              "template changed the user text")
+        return prompt, entry_char_spans(prompt, where + len("Legal actions:\n"), lines, menu.actions)
+
+    def _encode(self, observation: str, menu: Menu, history) -> tuple[torch.Tensor, tuple | None]:
+        """Prompt ids ``(T,)`` and, for the items readout, each entry's token range."""
+        prompt, spans = self._prompt_and_spans(observation, menu, history)
+        if self.readout == "labels":
+            return self.policy.tokenize(prompt), None
+        ids, offsets = self.policy.tokenize_with_offsets(prompt)
+        return ids, tuple(token_spans(offsets, spans))
 
     # ---- acting --------------------------------------------------------------------------------
     @torch.no_grad()
@@ -130,13 +176,17 @@ class MenuAgent:
             return []
         menus = [m if isinstance(m, Menu) else Menu(tuple(m)) for m in menus]
         hists = histories or [None] * len(observations)
-        prompt_ids = [self.policy.tokenize(self.prompt(o, m, h)) for o, m, h in zip(observations, menus, hists)]
-        last, hidden = self._last_logits(prompt_ids)                          # (B, V)
+        encoded = [self._encode(o, m, h) for o, m, h in zip(observations, menus, hists)]
+        prompt_ids = [e[0] for e in encoded]
+        last, hidden, states = self._last_logits(prompt_ids)                  # (B, V)
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         decisions = []
         for i, menu in enumerate(menus):
             labels, ids = self.alphabet.for_menu(len(menu), self.max_menu)
-            z = last[i, ids].float().cpu()                                    # (K,)
+            if self.readout == "items":
+                z = item_logits(self.head, states[i], encoded[i][1]).float().cpu()   # (K,)
+            else:
+                z = last[i, ids].float().cpu()                                # (K,)
             logp = menu_logp(z / self.temperature)
             if self.greedy:
                 k = int(torch.argmax(logp))
@@ -145,13 +195,16 @@ class MenuAgent:
             decisions.append(Decision(menu=menu, labels=tuple(labels), label_token_ids=ids, label_logits=z,
                                       log_probs=logp, index=k, prompt_ids=prompt_ids[i], greedy=self.greedy,
                                       boundary_hidden=None if hidden is None else hidden[i],
-                                      boundary_layer=None if hidden is None else self.keep_boundary))
+                                      boundary_layer=None if hidden is None else self.keep_boundary,
+                                      readout=self.readout, item_spans=encoded[i][1],
+                                      readout_hidden=states[i] if self.keep_readout else None))
         return decisions
 
     def _last_logits(self, prompt_ids: list[torch.Tensor]
-                     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """Next-token logits after each prompt, ``(B, V)``, and with ``keep_boundary`` each
-        prompt's hidden states entering that layer (``(T_i, H)`` each; else ``None``).
+                     ) -> tuple[torch.Tensor, list[torch.Tensor] | None, list[torch.Tensor] | None]:
+        """Next-token logits after each prompt, ``(B, V)``; with ``keep_boundary`` each
+        prompt's hidden states entering that layer (``(T_i, H)`` each; else ``None``); with
+        the items readout each prompt's states at the head's layer (else ``None``).
 
         Identical prompts are computed once (``dedup``). The token prefix shared by the
         whole batch is run once (its KV cache is reused); the remaining suffixes are
@@ -163,13 +216,14 @@ class MenuAgent:
             where = [first.setdefault(tuple(p.tolist()), len(first)) for p in prompt_ids]
             if len(first) < len(prompt_ids):
                 unique = [prompt_ids[where.index(u)] for u in range(len(first))]
-                logits, hidden = self._unique_last_logits(unique)
+                logits, hidden, states = self._unique_last_logits(unique)
                 return (logits[torch.tensor(where)],
-                        None if hidden is None else [hidden[u] for u in where])
+                        None if hidden is None else [hidden[u] for u in where],
+                        None if states is None else [states[u] for u in where])
         return self._unique_last_logits(prompt_ids)
 
     def _unique_last_logits(self, prompt_ids: list[torch.Tensor]
-                            ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+                            ) -> tuple[torch.Tensor, list[torch.Tensor] | None, list[torch.Tensor] | None]:
         model = self.policy.model
         was_training = model.training
         if was_training:
@@ -182,28 +236,32 @@ class MenuAgent:
             suffixes = [p[n:] for p in prompt_ids]
             out: list = [None] * len(prompt_ids)
             hidden: list | None = None if self.keep_boundary is None else [None] * len(prompt_ids)
+            states: list | None = None if self.head is None else [None] * len(prompt_ids)
             for chunk in length_buckets([int(x.numel()) for x in suffixes], self.max_padding):
-                logits, h = self._forward_last([suffixes[i] for i in chunk], prompt_ids[0][:n])
+                logits, h, r = self._forward_last([suffixes[i] for i in chunk], prompt_ids[0][:n])
                 for row, i in enumerate(chunk):
                     out[i] = logits[row]
                     if hidden is not None:
                         hidden[i] = h[row]
+                    if states is not None:
+                        states[i] = r[row]
             self.tokens_computed += sum(int(x.numel()) for x in suffixes)
-            return torch.stack(out), hidden                                   # (B, V)
+            return torch.stack(out), hidden, states                           # (B, V)
         finally:
             if was_training:
                 model.train()
 
     def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor
-                      ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+                      ) -> tuple[torch.Tensor, list[torch.Tensor] | None, list[torch.Tensor] | None]:
         """Last-position logits of ``prefix + suffix`` for each suffix (one left-padded
-        forward), and with ``keep_boundary`` the unpadded boundary hidden states of
-        ``prefix + suffix`` per row (the prefix's computed once, see :meth:`_prefix_cache`)."""
+        forward), and with ``keep_boundary`` (and the items readout) the unpadded boundary
+        (and readout-layer) hidden states of ``prefix + suffix`` per row (the prefix's
+        computed once, see :meth:`_prefix_cache`)."""
         policy, model = self.policy, self.policy.model
         ids, mask = left_pad(suffixes, policy.tokenizer.pad_token_id)
         n = int(prefix.numel())
         cache = self._prefix_cache(prefix, len(suffixes)) if n else None
-        with self._capture() as cap:
+        with self._capture() as cap, self._capture_readout() as rcap:
             if n == 0:
                 out = model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
                             position_ids=position_ids_from_mask(mask).to(policy.device),
@@ -214,19 +272,46 @@ class MenuAgent:
                 out = model(input_ids=ids.to(policy.device), attention_mask=full_mask.to(policy.device),
                             position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
                             **{_cache_kwarg(model): cache})
+        return (out.logits[:, -1, :], self._rows(cap, suffixes, 3 if n else None),
+                self._rows(rcap, suffixes, 4 if n else None))
+
+    def _rows(self, cap: list[torch.Tensor] | None, suffixes: list[torch.Tensor],
+              prefix_slot: int | None) -> list[torch.Tensor] | None:
+        """Unpadded per-row states ``(n + S_i, H)`` of the last captured forward, with the
+        cached prefix's states (``self._prefix[prefix_slot]``) in front."""
         if cap is None:
-            return out.logits[:, -1, :], None
+            return None
         h = cap[-1]                                                           # (B, S, H)
         rows = []
         for row, s in enumerate(suffixes):
             own = h[row, h.shape[1] - int(s.numel()):]                        # (S_i, H)
-            rows.append(torch.cat([self._prefix[3], own]) if n else own.clone())
-        return out.logits[:, -1, :], rows
+            rows.append(torch.cat([self._prefix[prefix_slot], own]) if prefix_slot else own.clone())
+        return rows
 
     def _capture(self):
         """While active, appends the input of decoder layer ``keep_boundary`` of every
         forward to the yielded list (``None`` without ``keep_boundary``)."""
         return capture_layer_input(self.policy.model, self.keep_boundary)
+
+    def _capture_readout(self, detach: bool = True):
+        """While active, appends the states at the item head's layer (``None`` for the
+        labels readout). With :attr:`early_exit` the forward stops at that layer: the
+        decoder runs only the layers below it and hands their output to the recorder."""
+        if self.early_exit:
+            return truncated_decoder(self.policy.model, self.head.layer)
+        return capture_hidden(self.policy.model, None if self.head is None else self.head.layer,
+                              detach=detach)
+
+    @property
+    def early_exit(self) -> bool:
+        """The rollout forward may stop at the item head's layer: the head reads a frozen
+        layer below the last (``keep_readout``) and no boundary above it is kept, so
+        nothing computed above it is ever used (the menu's logits are the head's)."""
+        if self.head is None or not self.keep_readout:
+            return False
+        n = len(decoder_layers(self.policy.model))
+        return self.head.layer < n and (self.keep_boundary is None
+                                        or self.keep_boundary < self.head.layer)
 
     def _prefix_cache(self, prefix: torch.Tensor, batch: int):
         """A ``DynamicCache`` holding the prefix's keys/values, expanded to ``batch`` rows.
@@ -239,14 +324,16 @@ class MenuAgent:
         from transformers import DynamicCache
 
         model = self.policy.model
-        key = (id(model), tuple(p._version for p in model.parameters()), self.keep_boundary)
+        key = (id(model), tuple(p._version for p in model.parameters()), self.keep_boundary,
+               None if self.head is None else self.head.layer, self.early_exit)
         ids = tuple(prefix.tolist())
         if self._prefix is None or self._prefix[0] != key or self._prefix[1] != ids:
-            with self._capture() as cap:
+            with self._capture() as cap, self._capture_readout() as rcap:
                 out = model(input_ids=prefix.unsqueeze(0).to(self.policy.device), use_cache=True,
                             logits_to_keep=1)
             kv = _cache_tensors(getattr(out, "cache", None) or out.past_key_values)
-            self._prefix = (key, ids, kv, None if cap is None else cap[-1][0])
+            self._prefix = (key, ids, kv, None if cap is None else cap[-1][0],
+                            None if rcap is None else rcap[-1][0])
             self.tokens_computed += len(ids)
         kv = self._prefix[2]
         return DynamicCache(ddp_cache_data=[(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv],
@@ -262,20 +349,44 @@ class MenuAgent:
         """
         if not decisions:
             return ([], []) if with_entropy else []
-        if self.update_logits is not None:
-            last = self.update_logits(decisions).float()                     # (B, V)
+        if self.readout == "items":
+            logps = self._item_log_probs(decisions)
         else:
-            policy = self.policy
-            ids, mask = left_pad([d.prompt_ids for d in decisions], policy.tokenizer.pad_token_id)
-            out = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
-                               position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
-                               logits_to_keep=1)
-            last = out.logits[:, -1, :].float()                              # (B, V)
-        logps = [menu_logp(last[i, d.label_token_ids.to(last.device)] / self.temperature)
-                 for i, d in enumerate(decisions)]
+            last = self._update_forward(decisions)                            # (B, V)
+            logps = [menu_logp(last[i, d.label_token_ids.to(last.device)] / self.temperature)
+                     for i, d in enumerate(decisions)]
         if not with_entropy:
             return logps
         return logps, [menu_entropy(lp) for lp in logps]
+
+    def _update_forward(self, decisions: Sequence[Decision]) -> torch.Tensor:
+        """Last-position logits ``(B, V)`` of the decisions' prompts, with grad: the
+        trainer's frozen-trunk forward (``update_logits``) or one full left-padded forward."""
+        if self.update_logits is not None:
+            return self.update_logits(decisions).float()                      # (B, V)
+        policy = self.policy
+        ids, mask = left_pad([d.prompt_ids for d in decisions], policy.tokenizer.pad_token_id)
+        out = policy.model(input_ids=ids.to(policy.device), attention_mask=mask.to(policy.device),
+                           position_ids=position_ids_from_mask(mask).to(policy.device), use_cache=False,
+                           logits_to_keep=1)
+        return out.logits[:, -1, :].float()                                  # (B, V)
+
+    def _item_log_probs(self, decisions: Sequence[Decision]) -> list[torch.Tensor]:
+        """Items readout with grad: the head on the readout states kept by the rollout
+        (a frozen layer: the head alone learns), else on the states of a forward with grad
+        (the layers between the trainable boundary and the head's layer learn too)."""
+        for i, d in enumerate(decisions):
+            if d.readout != "items" or d.item_spans is None:
+                raise ConfigError(f"decision {i} was made with readout={d.readout!r}; the items "
+                                  "readout can only score decisions it made")
+        if all(d.readout_hidden is not None for d in decisions):
+            rows = [d.readout_hidden.to(self.policy.device) for d in decisions]
+        else:
+            with self._capture_readout(detach=False) as cap:
+                self._update_forward(decisions)
+            rows = rows_from_captures(cap, [int(d.prompt_ids.numel()) for d in decisions])
+        return [menu_logp(item_logits(self.head, r, d.item_spans).float() / self.temperature)
+                for r, d in zip(rows, decisions)]
 
     def menu_entropy(self, decisions: Sequence[Decision]) -> list[torch.Tensor]:
         """Entropy of the current policy over each stored menu (scalar tensors, with grad)."""
@@ -285,6 +396,21 @@ class MenuAgent:
 def menu_entropy(log_probs: torch.Tensor) -> torch.Tensor:
     """Entropy ``-sum p log p`` of a menu distribution given its log-probs ``(K,)``."""
     return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def rows_from_captures(caps: list[torch.Tensor], lengths: Sequence[int]) -> list[torch.Tensor]:
+    """Per-row states ``(T_i, H)`` of one left-padded batch forward from what a hook
+    captured: either one ``(B, T, H)`` tensor, or a shared prefix ``(1, n, H)`` run first
+    and then the rows' suffixes ``(B, S, H)`` (the frozen-trunk update's shared prefix)."""
+    if len(caps) == 1:
+        h = caps[0]
+        return [h[i, h.shape[1] - n:] for i, n in enumerate(lengths)]
+    if len(caps) == 2 and caps[0].shape[0] == 1:
+        prefix, h = caps[0][0], caps[1]
+        m = prefix.shape[0]
+        return [torch.cat([prefix, h[i, h.shape[1] - (n - m):]]) for i, n in enumerate(lengths)]
+    raise ConfigError(f"the readout layer was seen {len(caps)} times in one update forward; "
+                      "an item head below the trainable layers needs keep_readout=True")
 
 
 def length_buckets(lengths: Sequence[int], max_padding: float) -> list[list[int]]:
@@ -320,8 +446,8 @@ def _common_prefix_len(seqs: Sequence[torch.Tensor]) -> int:
 
 def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per-layer ``(keys, values)`` of a transformers cache object."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
+    if hasattr(cache, "layers"):   # layers a truncated forward never ran hold no keys
+        return [(layer.keys, layer.values) for layer in cache.layers if layer.keys is not None]
     return [(k, v) for k, v in cache]  # legacy tuple-of-tuples
 
 

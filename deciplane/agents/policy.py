@@ -19,6 +19,7 @@ from torch import nn
 from deciplane.errors import ConfigError
 
 POLICY_META = "deciplane_policy.json"
+ITEM_HEAD_FILE = "item_head.pt"
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -134,7 +135,8 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 
 
 @contextlib.contextmanager
-def capture_layer_input(model: nn.Module, layer: int | None) -> Iterator[list[torch.Tensor] | None]:
+def capture_layer_input(model: nn.Module, layer: int | None, *, detach: bool = True
+                        ) -> Iterator[list[torch.Tensor] | None]:
     """While active, appends the (detached) input hidden states of decoder layer ``layer``
     of every forward to the yielded list; ``None`` (and nothing hooked) for ``layer=None``."""
     if layer is None:
@@ -143,13 +145,75 @@ def capture_layer_input(model: nn.Module, layer: int | None) -> Iterator[list[to
     seen: list[torch.Tensor] = []
 
     def hook(module, args, kwargs):
-        seen.append((args[0] if args else kwargs["hidden_states"]).detach())
+        h = args[0] if args else kwargs["hidden_states"]
+        seen.append(h.detach() if detach else h)
 
     handle = decoder_layers(model)[layer].register_forward_pre_hook(hook, with_kwargs=True)
     try:
         yield seen
     finally:
         handle.remove()
+
+
+@contextlib.contextmanager
+def capture_hidden(model: nn.Module, layer: int | None, *, detach: bool = True
+                   ) -> Iterator[list[torch.Tensor] | None]:
+    """While active, appends the hidden states read at ``layer`` by every forward to the
+    yielded list: the input of decoder layer ``layer`` (``0 <= layer < L``), or for
+    ``layer == L`` the decoder's final, normed output. ``detach=False`` keeps the graph
+    (a readout trained through the layers below it). ``None`` for ``layer=None``."""
+    if layer is None:
+        yield None
+        return
+    layers = decoder_layers(model)
+    if not 0 <= layer <= len(layers):
+        raise ConfigError(f"readout layer {layer} is not in 0..{len(layers)} (the model has "
+                          f"{len(layers)} decoder layers; {len(layers)} = the final output)")
+    if layer < len(layers):
+        with capture_layer_input(model, layer, detach=detach) as seen:
+            yield seen
+        return
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    seen: list[torch.Tensor] = []
+
+    def hook(module, args, output):
+        seen.append(output.detach() if detach else output)
+
+    handle = base.model.norm.register_forward_hook(hook)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+class _Recorder(nn.Module):
+    """Stands in for the final norm of a truncated decoder: records its input, returns it."""
+
+    def __init__(self, seen: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(x.detach())
+        return x
+
+
+@contextlib.contextmanager
+def truncated_decoder(model: nn.Module, upto: int) -> Iterator[list[torch.Tensor]]:
+    """While active, the model's decoder runs only layers ``[0, upto)`` and no final norm;
+    the yielded list receives their output (the input of layer ``upto``) per forward. The
+    output layer then reads un-normed states: its logits are meaningless (a readout that
+    uses only the recorded states stops the forward here)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder = base.model
+    seen: list[torch.Tensor] = []
+    old_layers, old_norm = decoder.layers, decoder.norm
+    decoder.layers = nn.ModuleList(list(old_layers)[:upto])
+    decoder.norm = _Recorder(seen)
+    try:
+        yield seen
+    finally:
+        decoder.layers, decoder.norm = old_layers, old_norm
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -208,6 +272,14 @@ class Policy:
         template, if any, has already written them)."""
         ids = self.tokenizer(text, add_special_tokens=self._add_special_tokens(text))["input_ids"]
         return torch.tensor(ids, dtype=torch.long)
+
+    def tokenize_with_offsets(self, text: str) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+        """:meth:`tokenize` plus each token's character range in ``text`` (a fast
+        tokenizer's offsets; the items readout finds the menu entries' tokens with them)."""
+        enc = self.tokenizer(text, add_special_tokens=self._add_special_tokens(text),
+                             return_offsets_mapping=True)
+        return (torch.tensor(enc["input_ids"], dtype=torch.long),
+                [tuple(o) for o in enc["offset_mapping"]])
 
     def encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
         """``input_ids`` / ``attention_mask`` ``(B, T)``, left padded, on ``self.device``."""
@@ -370,6 +442,32 @@ class Policy:
                               f"pass target_modules= from: {sorted(names)}")
         return found
 
+    # ---- the items readout's head ----------------------------------------------------------
+    @property
+    def item_head(self) -> nn.Module | None:
+        """The menu agent's item head (:class:`deciplane.agents.readout.ItemHead`) or None."""
+        from deciplane.agents.readout import ITEM_HEAD_NAME
+
+        return getattr(self.model, ITEM_HEAD_NAME, None)
+
+    def add_item_head(self, layer: int | None = None, rank: int | None = None) -> nn.Module:
+        """Attach a trainable item head reading decoder layer ``layer``'s input (``None``:
+        the final, normed output) to the model, so that the optimizer, checkpoints and
+        :meth:`save` include it. Returns the head."""
+        from deciplane.agents.readout import DEFAULT_ITEM_RANK, ITEM_HEAD_NAME, ItemHead
+
+        if self.item_head is not None:
+            raise ConfigError(f"policy {self.name!r} already has an item head; add it once")
+        n = len(decoder_layers(self.model))
+        layer = n if layer is None else int(layer)
+        if not 0 < layer <= n:
+            raise ConfigError(f"item head layer {layer}: choose 1..{n} ({n} = the final "
+                              "output, null in configs)")
+        hidden = int(self._base_model().config.hidden_size)
+        head = ItemHead(hidden, layer, rank or DEFAULT_ITEM_RANK).to(self.device)
+        self.model.add_module(ITEM_HEAD_NAME, head)
+        return head
+
     @property
     def is_lora(self) -> bool:
         try:
@@ -423,6 +521,11 @@ class Policy:
             meta = {"kind": "full", "name": self.name, "base": self.source}
         self.tokenizer.save_pretrained(path / "model" if not self.is_lora else path / "tokenizer")
         from deciplane.utils import atomic_write_json
+
+        head = self.item_head
+        if head is not None:   # neither PEFT nor save_pretrained knows it
+            torch.save(head.state_dict(), path / ITEM_HEAD_FILE)
+            meta["item_head"] = head.describe()
 
         atomic_write_json(path / POLICY_META, meta)
         return path

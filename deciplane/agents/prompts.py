@@ -34,10 +34,15 @@ def render_history(history: Sequence[tuple[str, str]] | None, k: int) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def menu_lines(labels_shown: Sequence[str], actions: Sequence[str]) -> list[str]:
+    """The menu's lines, e.g. ``["A) go north", "B) take key"]``."""
+    return [f"{lab}) {act}" for lab, act in zip(labels_shown, actions)]
+
+
 def menu_user_text(observation: str, labels_shown: Sequence[str], actions: Sequence[str],
                    history: Sequence[tuple[str, str]] | None = None, k: int = 0) -> str:
     """Observation + lettered menu, e.g. ``A) go north``."""
-    menu = "\n".join(f"{lab}) {act}" for lab, act in zip(labels_shown, actions))
+    menu = "\n".join(menu_lines(labels_shown, actions))
     return (f"{render_history(history, k)}Current observation:\n{observation.strip()}\n\n"
             f"Legal actions:\n{menu}\n\nWhich action do you choose? Reply with its letter.")
 

@@ -38,6 +38,11 @@ def doctor_cmd() -> None:
     for key in ("ray", "accelerate"):
         ok, why = rep[key]
         console.print(f"{key}: {'yes' if ok else 'no'} ({why})")
+    from deciplane.agents.precision import native_bf16
+
+    console.print("native bf16 (model.trunk_dtype auto): "
+                  + ("yes: frozen layers run in bfloat16" if native_bf16() else
+                     "no: no avx512_bf16/amx_bf16 on this CPU, frozen layers stay float32"))
     from deciplane.envs.alfworld.official import doctor_lines
 
     for line in doctor_lines():  # ALFWorld-v0: packages, planner, official data + version

@@ -85,7 +85,8 @@ def trunk_hidden(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     with _layers(decoder, nn.ModuleList(list(decoder.layers)[:boundary]), nn.Identity()):
         out = decoder(input_ids=input_ids, attention_mask=attention_mask,
                       position_ids=position_ids, use_cache=False)
-    return out.last_hidden_state                                          # (B, T, H)
+    # a bf16 trunk (deciplane.agents.precision) hands fp32 states to the layers above it
+    return out.last_hidden_state.float()                                  # (B, T, H)
 
 
 def top_logits(model: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor,

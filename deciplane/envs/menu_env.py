@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from deciplane.envs.menus import MenuView
 from deciplane.envs.spaces import ObservationText
+from deciplane.errors import ConfigError
 from deciplane.types import Menu
 
 # Everything TextWorld (Inform7 -> Z-machine -> jericho) prints: ZSCII is ASCII plus
@@ -48,6 +49,65 @@ def clean_observation(text: str) -> str:
 def normalize_command(command: str) -> str:
     """Lower-case, one line, single spaces: how menu commands are written."""
     return _SPACES.sub(" ", command).strip().lower()
+
+
+OBSERVATION_VIEWS = ("feedback", "state")
+"""``observation=`` of the menu games: ``feedback`` (the game's reply to the last action,
+as the game prints it) or ``state`` (:func:`state_view`: task, location, inventory and the
+last reply, so the observation after ``take X`` still says where the agent is and what it
+holds)."""
+
+
+def check_observation_view(view: str) -> str:
+    if view not in OBSERVATION_VIEWS:
+        raise ConfigError(f"observation must be one of {', '.join(OBSERVATION_VIEWS)}, got "
+                          f"{view!r}")
+    return view
+
+
+def state_view(task: str, location: str, inventory: str, reply: str) -> str:
+    """The ``state`` observation: the task, the current location's description, the
+    inventory and the game's last reply (left out when it repeats the location, e.g. after
+    ``look``, a move or at the start). Empty parts are left out. Example::
+
+        Your task is to put the towel away.
+
+        Location: You are in the bathroom. ...
+        Inventory: a towel
+        Last reply: You take the towel.
+    """
+    parts = [task.strip()] if task.strip() else []
+    lines = []
+    loc, rep = (" ".join(x.split()) for x in (location, reply))
+    items = [line.strip() for line in inventory.splitlines() if line.strip()]
+    if items and items[0].lower().startswith("inventory"):   # "Inventory:\n  a towel\n ..."
+        items[0] = items[0].split(":", 1)[1].strip() if ":" in items[0] else ""
+        items = [x for x in items if x]
+    if loc:
+        lines.append(f"Location: {loc}")
+    if items:
+        lines.append("Inventory: " + ", ".join(items))
+    if rep and not (loc and loc in rep):
+        lines.append(f"Last reply: {rep}")
+    if lines:
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def ambiguous_share(records: list[tuple[str, tuple[str, ...] | list[str], str]]) -> float:
+    """Share of decisions whose ``(observation, sorted menu)`` equals another decision's
+    with a *different* expert action: what no policy of that observation can get right
+    every time. ``records``: ``(observation, menu actions, expert action)`` per decision
+    (the menu is sorted here: a shuffled order would hide every collision). 0 for none."""
+    if not records:
+        return 0.0
+    actions: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    keys = []
+    for obs, menu, act in records:
+        key = (obs, tuple(sorted(menu)))
+        actions.setdefault(key, set()).add(act)
+        keys.append(key)
+    return sum(len(actions[k]) > 1 for k in keys) / len(keys)
 
 
 class MenuTextEnv(gym.Env[str, Any]):
@@ -105,5 +165,6 @@ class MenuTextEnv(gym.Env[str, Any]):
         return self._view.menu
 
 
-__all__ = ["OBS_CHARSET", "MAX_OBS_CHARS", "MAX_COMMAND_CHARS", "MAX_RAW_COMMAND_CHARS",
+__all__ = ["OBSERVATION_VIEWS", "ambiguous_share", "check_observation_view", "state_view",
+           "OBS_CHARSET", "MAX_OBS_CHARS", "MAX_COMMAND_CHARS", "MAX_RAW_COMMAND_CHARS",
            "COMMAND_CHARSET", "clean_observation", "normalize_command", "MenuTextEnv"]

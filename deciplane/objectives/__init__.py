@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from .advantages import (ADVANTAGE_ESTIMATORS, AdvantageConfig, compute_advantages,
                          degenerate_groups, dr_grpo_advantages, gae, grpo_advantages,
-                         is_degenerate_batch, reinforce_pp_advantages, rloo_advantages)
+                         is_degenerate_batch, reinforce_pp_advantages, rloo_advantages,
+                         varied_group_share)
 from .common import (renamed_in_0_2, entropy_from_logits, gather_log_probs, group_ids_from_keys,
                      kl_from_logits, masked_mean, masked_minmax_normalize, masked_quantile,
                      masked_sum)
@@ -69,7 +70,7 @@ from .ttpo import (TTPOLossConfig, agree_branch_kl, clip_at_quantile, confident_
 __all__ = [
     # advantages
     "ADVANTAGE_ESTIMATORS", "AdvantageConfig", "compute_advantages", "degenerate_groups",
-    "dr_grpo_advantages", "gae", "grpo_advantages", "is_degenerate_batch",
+    "dr_grpo_advantages", "gae", "grpo_advantages", "is_degenerate_batch", "varied_group_share",
     "reinforce_pp_advantages", "rloo_advantages",
     # common
     "entropy_from_logits", "gather_log_probs", "group_ids_from_keys", "kl_from_logits",

@@ -136,6 +136,18 @@ def degenerate_groups(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.T
     return (hi == lo)[ids]                                                        # (N,)
 
 
+def varied_group_share(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """Share of groups whose rewards are not all equal: the groups a group baseline learns
+    from (the rest have zero advantage). Example: groups ``[1, 0]``, ``[0, 0]``, ``[.5, .5]``
+    -> 1/3. 0 for an empty batch."""
+    if rewards.numel() == 0:
+        return 0.0
+    flat = degenerate_groups(rewards, group_ids)                                  # (N,)
+    ids, g = dense_ids(group_ids.long().to(flat.device))
+    per_group = torch.zeros(g, dtype=torch.bool, device=flat.device).scatter(0, ids, flat)
+    return float((~per_group).float().mean())
+
+
 def is_degenerate_batch(rewards: torch.Tensor, group_ids: torch.Tensor) -> bool:
     """True if every group of the optimizer batch has all-equal rewards.
 

@@ -52,6 +52,8 @@ class ModelConfig:
     """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass."""
     threads: int = 2
     """torch.set_num_threads for the run."""
+    trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Precision of the frozen layers below the first trainable one (LoRA on the last layers): `bfloat16` runs them in bf16 weights (the trainable layers, the norm and the output layer stay fp32); `auto` = bfloat16 on a CPU with native bf16 instructions (avx512_bf16/amx_bf16; `deciplane doctor` says) or a GPU, else float32 — without them bf16 matmuls are far slower than fp32."""
     device: str = "cpu"
     """Where the model trains: `cpu`, `cuda` or `auto`; under `accelerate launch` / `torchrun` `cuda` is each process's own GPU (`cuda:LOCAL_RANK`)."""
 
@@ -174,6 +176,16 @@ class BCConfig:
     """Passes over the expert decisions."""
     lr: float = 2e-4
     """Learning rate of the warm start."""
+    valid_fraction: float = 0.0
+    """Share of the expert episodes held out (whole episodes) to stop the warm start early: after each epoch the menu agent's mean negative log-likelihood of the expert's choices on them is measured; training stops once it has not improved for `patience` epochs and the best weights are kept (`epochs` is then the most it may run). 0 = no held-out slice, all `epochs` run."""
+    patience: int = 3
+    """Epochs without a better held-out score before the warm start stops (valid_fraction > 0)."""
+
+    def check(self, prefix: str = "") -> None:
+        if not 0.0 <= self.valid_fraction < 1.0:
+            raise ConfigError(f"{prefix}valid_fraction = {self.valid_fraction} must be in [0, 1)")
+        if self.patience < 1:
+            raise ConfigError(f"{prefix}patience must be >= 1, got {self.patience}")
 
 
 @dataclass(frozen=True)
@@ -278,6 +290,12 @@ class RLiDPPOConfig(TrainConfig):
     """Sampling temperature of menu decisions during rollouts."""
     history: int = 2
     """Observation history window (last k turns) in the prompt."""
+    readout: Literal["labels", "items"] = "labels"
+    """How the menu agent scores its menu: `labels` (RLiD: the next-token logits of the menu letters) or `items` (ours: a learned rank-`readout_rank` pointer score between the prompt's last hidden state and each entry's mean token state, read at `readout_layer` of the same forward; docs/methods.md §1)."""
+    readout_layer: int | None = None
+    """readout=items: the decoder layer whose input the head reads (null = the final, normed output). At or above the first LoRA layer the adapters and the head learn together; below it only the head learns (its update then runs the head alone on states kept by the rollout)."""
+    readout_rank: int = 16
+    """readout=items: rank of the head's bilinear score."""
     frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
     """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
     distill: DistillConfig = field(default_factory=DistillConfig)
@@ -293,6 +311,11 @@ class RLiDPPOConfig(TrainConfig):
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.readout_rank < 1:
+            raise ConfigError(f"readout_rank must be >= 1, got {self.readout_rank}")
+        if self.readout_layer is not None and self.readout_layer < 1:
+            raise ConfigError(f"readout_layer must be >= 1 (a decoder layer) or null (the final "
+                              f"output), got {self.readout_layer}")
         _validate_gae(self)
 
 

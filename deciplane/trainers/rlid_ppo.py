@@ -11,6 +11,7 @@ episode-level group baseline. Loss formulas come from :mod:`deciplane.objectives
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,10 @@ from deciplane.agents.loading import load_policy
 from deciplane.agents.menu import MenuAgent
 from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
-from deciplane.engine.trunk import menu_update_logits, trunk_boundary
-from deciplane.objectives.advantages import ADVANTAGE_ESTIMATORS, is_degenerate_batch
+from deciplane.engine.trunk import first_trainable_layer, menu_update_logits, trunk_boundary
+from deciplane.errors import ConfigError
+from deciplane.objectives.advantages import (ADVANTAGE_ESTIMATORS, is_degenerate_batch,
+                                             varied_group_share)
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
 from deciplane.objectives.value import value_loss
@@ -49,7 +52,7 @@ def greedy_agent(config: RLiDPPOConfig, policy: Any) -> MenuAgent:
     """The held-out evaluation agent of a menu run: greedy decisions with the run's prompt
     settings (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it)."""
     return MenuAgent(policy, greedy=True, history=config.history,
-                     dedup=config.frozen_trunk != "full_forward")
+                     dedup=config.frozen_trunk != "full_forward", readout=config.readout)
 
 
 def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
@@ -90,6 +93,28 @@ def menu_ids(keys: list[tuple[str, ...]]) -> torch.Tensor:
     return torch.tensor([index[k] for k in keys], dtype=torch.long)
 
 
+def bc_valid_episodes(episodes: int, fraction: float) -> int:
+    """Expert episodes held out for the warm start's early stopping: ``ceil(fraction x
+    episodes)``, at least one when ``fraction > 0``, never all of them."""
+    if fraction <= 0 or episodes < 2:
+        return 0
+    return min(episodes - 1, max(1, math.ceil(fraction * episodes)))
+
+
+@torch.no_grad()
+def expert_fit(agent: MenuAgent, decisions: list[Decision], targets: list[int],
+               batch: int) -> tuple[float, float]:
+    """Mean negative log-likelihood of the expert's choices and the greedy agreement with
+    them, ``(nll, agreement)``, under the agent's current weights (no grad)."""
+    nll, hits = 0.0, 0
+    for s in range(0, len(decisions), max(1, batch)):
+        for lp, t in zip(agent.menu_log_probs(decisions[s:s + batch]), targets[s:s + batch]):
+            nll -= float(lp[t])
+            hits += int(int(lp.argmax()) == t)
+    n = max(1, len(decisions))
+    return nll / n, hits / n
+
+
 class MenuPPO(Algorithm):
     """RLiD-PPO for the decision-plane menu agent (docs/methods.md §1, §3)."""
 
@@ -99,8 +124,19 @@ class MenuPPO(Algorithm):
         super().__init__(config, policy)
         c = config
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history,
-                               dedup=c.frozen_trunk != "full_forward")
+                               dedup=c.frozen_trunk != "full_forward", readout=c.readout)
         self.trunk_boundary = None if c.frozen_trunk == "full_forward" else trunk_boundary(policy.model)
+        head = policy.item_head
+        # a head reading a frozen layer: the rollout keeps its states, the update is the head's
+        frozen = first_trainable_layer(policy.model)
+        if head is not None and head.layer <= frozen:
+            if c.advantage == "gae":
+                raise ConfigError("advantage=gae reads the policy's last hidden state in the "
+                                  "update; with readout=items below the trainable layers "
+                                  f"(readout_layer={head.layer}) there is none: use "
+                                  "readout_layer: null or advantage: grpo")
+            self.agent.keep_readout = True
+            self.trunk_boundary = None   # the update runs no layer at all
         if self.trunk_boundary is not None:
             # only the top layers train: the update runs them from the boundary states
             if c.frozen_trunk == "auto":
@@ -157,6 +193,11 @@ class MenuPPO(Algorithm):
             data = flatten_decisions(trajs, adv, c.rlid.length_balance)
             metrics["rollout/adv_abs"] = float(adv.abs().mean())
             degenerate = is_degenerate_batch(torch.as_tensor(rewards), gids)
+        # the groups whose returns differ: where a group baseline has anything to learn
+        keys = {k: i for i, k in enumerate(dict.fromkeys(t.group_id for t in trajs))}
+        metrics["rollout/groups_with_signal"] = varied_group_share(
+            torch.as_tensor(rewards, dtype=torch.float32),
+            torch.tensor([keys[t.group_id] for t in trajs], dtype=torch.long))
         return RolloutBatch(n_units=len(data.decisions), data=data, env_steps=stats.env_steps,
                             episodes=stats.episodes, degenerate=degenerate, metrics=metrics)
 
@@ -240,8 +281,12 @@ class MenuPPO(Algorithm):
         trajs, stats = collect_bc_episodes(self.suite, self.agent, c.bc.episodes,
                                            c.env.max_episode_steps, seed)
         self.policy.model.train()
-        decs = [t.decision for tr in trajs for t in tr.turns]
-        targets = [t.expert_index for tr in trajs for t in tr.turns]
+        n_valid = bc_valid_episodes(len(trajs), c.bc.valid_fraction)
+        fit, held = trajs[:len(trajs) - n_valid], trajs[len(trajs) - n_valid:]
+        decs = [t.decision for tr in fit for t in tr.turns]
+        targets = [t.expert_index for tr in fit for t in tr.turns]
+        held_decs = [t.decision for tr in held for t in tr.turns]
+        held_targets = [t.expert_index for tr in held for t in tr.turns]
         params = [p for g in optimizer.param_groups for p in g["params"]]
 
         def loss_fn(part: list[int]) -> torch.Tensor:
@@ -249,13 +294,32 @@ class MenuPPO(Algorithm):
             loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
             return loss / max(n, 1)
 
+        def validate() -> float:
+            """Minus the mean NLL of the expert's choices on the held-out episodes."""
+            nll, agree = expert_fit(self.agent, held_decs, held_targets,
+                                    c.optim.micro_batch_size)
+            scores.append(agree)
+            return -nll
+
+        scores: list[float] = []
+        curve: list[dict[str, float]] = []
         losses = run_bc_epochs(len(decs), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
                                micro_batch_size=c.optim.micro_batch_size,
                                max_grad_norm=c.optim.max_grad_norm, seed=seed,
-                               on_epoch=self.on_bc_epoch)
-        return {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
-                "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
-                "final_loss": losses[-1] if losses else None}
+                               on_epoch=self.on_bc_epoch,
+                               validate=validate if held_decs else None,
+                               patience=c.bc.patience, curve=curve)
+        out = {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
+               "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
+               "final_loss": losses[-1] if losses else None}
+        if held_decs:
+            for row, agree in zip(curve, scores):
+                row["valid_agreement"] = agree
+            best = max(curve, key=lambda r: r["valid"])
+            out.update(valid_episodes=len(held), valid_decisions=len(held_decs),
+                       valid_curve=curve, best_epoch=int(best["epoch"]),
+                       valid_agreement=best["valid_agreement"])
+        return out
 
     def evaluate(self, split: str) -> dict[str, float]:
         return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
@@ -265,5 +329,5 @@ class MenuPPO(Algorithm):
         self.suite.close()
 
 
-__all__ = ["MenuPPO", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
+__all__ = ["MenuPPO", "bc_valid_episodes", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]

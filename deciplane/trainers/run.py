@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 import torch
 
+from deciplane.agents.precision import apply_trunk_dtype, resolve_trunk_dtype
 from deciplane.engine import distributed
+from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm
@@ -44,6 +46,11 @@ def build_policy(config: TrainConfig) -> Any:
     else:
         for p in policy.model.parameters():
             p.requires_grad_(True)
+    if getattr(config, "readout", "labels") == "items":   # the menu agent's item head
+        policy.add_item_head(layer=config.readout_layer, rank=config.readout_rank)
+    dtype = resolve_trunk_dtype(m.trunk_dtype, policy.device)
+    if dtype != torch.float32 and m.finetune == "lora":   # full fine-tuning: no frozen trunk
+        apply_trunk_dtype(policy.model, first_trainable_layer(policy.model), dtype)
     policy.model.train()
     return policy
 

@@ -77,16 +77,56 @@ ADAMW_DEFAULT_WEIGHT_DECAY = 0.01
 """The warm start's AdamW uses torch's default weight decay (as in 0.1)."""
 
 
+class EarlyStopping:
+    """Stop when a validation score (higher is better) has not improved for ``patience``
+    evaluations. ``update(score)`` returns whether to go on; ``best_epoch`` (1-based, 0 =
+    the score before any epoch) and ``best`` name the best so far. Example, patience 2:
+    scores ``-3, -2, -2.5, -2.1`` -> go on, go on, stop after the 4th (best epoch 2)."""
+
+    def __init__(self, patience: int, initial: float | None = None) -> None:
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
+        self.patience = int(patience)
+        self.best = float("-inf") if initial is None else float(initial)
+        self.best_epoch = 0
+        self.epoch = 0
+
+    def update(self, score: float) -> bool:
+        self.epoch += 1
+        if score > self.best:
+            self.best, self.best_epoch = float(score), self.epoch
+        return self.epoch - self.best_epoch < self.patience
+
+    @property
+    def improved(self) -> bool:
+        """The last update set a new best."""
+        return self.best_epoch == self.epoch
+
+
 def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
                   params: list[torch.nn.Parameter], *, lr: float, epochs: int,
                   micro_batch_size: int, max_grad_norm: float, seed: int,
-                  on_epoch: Callable[[int, int, float], bool] | None = None) -> list[float]:
+                  on_epoch: Callable[[int, int, float], bool] | None = None,
+                  validate: Callable[[], float] | None = None, patience: int = 3,
+                  curve: list[dict[str, float]] | None = None) -> list[float]:
     """``epochs`` shuffled passes over ``n`` units, one optimizer step (a fresh AdamW at
     ``lr`` over ``params`` as one group, gradient clipping) per micro-batch of
     ``loss_fn(indices)`` (a mean over the micro-batch); returns the losses.
 
     ``on_epoch(done, epochs, mean_loss)``, if given, is called after every epoch; returning
-    ``False`` stops the warm start there (the trainer's time plan)."""
+    ``False`` stops the warm start there (the trainer's time plan).
+
+    ``validate()``, if given, scores the current weights on held-out data (higher is
+    better) before the first epoch and after each one; training stops once it has not
+    improved for ``patience`` epochs, and the best-scoring weights are put back (the
+    epoch-0 weights if no epoch helped). ``curve`` receives ``{"epoch", "loss", "valid"}``
+    per epoch."""
+    stopper = best_state = None
+    if validate is not None:
+        stopper = EarlyStopping(patience, initial=validate())
+        best_state = [p.detach().clone() for p in params]
+        if curve is not None:
+            curve.append({"epoch": 0, "loss": float("nan"), "valid": stopper.best})
     opt = Optimizer(params, lr=lr, weight_decay=ADAMW_DEFAULT_WEIGHT_DECAY,
                     max_grad_norm=max_grad_norm)
     gen = torch.Generator().manual_seed(seed % (2**63))
@@ -105,10 +145,24 @@ def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
             # each micro-batch is its own optimizer batch: share 1
             optimizer_step(opt, part, len(part), micro_loss, Normaliser([1] * n))
         mean = sum(losses[first:]) / max(1, len(losses) - first)
+        go_on = True
+        if stopper is not None:
+            score = validate()
+            go_on = stopper.update(score)
+            if stopper.improved:
+                best_state = [p.detach().clone() for p in params]
+            if curve is not None:
+                curve.append({"epoch": epoch + 1, "loss": mean, "valid": score})
         if on_epoch is not None and not on_epoch(epoch + 1, epochs, mean):
             break
+        if not go_on:
+            break
     opt.zero_grad()
+    if best_state is not None:   # the weights of the best validation score
+        with torch.no_grad():
+            for p, b in zip(params, best_state):
+                p.copy_(b)
     return losses
 
 
-__all__ = ["PromptRecorder", "collect_bc_episodes", "expert_command_ids", "run_bc_epochs", "text_bc_loss"]
+__all__ = ["EarlyStopping", "PromptRecorder", "collect_bc_episodes", "expert_command_ids", "run_bc_epochs", "text_bc_loss"]

@@ -25,6 +25,11 @@ BASE = {"progress": False, "seed": 0, "algorithm": "rlid_ppo", "iterations": 1, 
 CASES = {
     "rlid+cord": {"distill": {"enabled": True, "teacher": "expert", "combine": "conflict"}},
     "gae": {"advantage": "gae", "value_lr": 5e-3},
+    # the items readout: a head on the final output (LoRA and head learn together) ...
+    "items+cord": {"readout": "items",
+                   "distill": {"enabled": True, "teacher": "expert", "combine": "conflict"}},
+    # ... and a head at the frozen boundary (its update is the head alone)
+    "items@boundary": {"readout": "items", "readout_layer": 1},
 }
 
 
@@ -41,10 +46,19 @@ def test_frozen_trunk_update_equals_the_full_update(tmp_path, case):
     cfg = load_config(data=dict(BASE, **CASES[case]))
     policy = build_policy(cfg)
     _randomise_lora(policy)
+    if policy.item_head is not None:    # K = 0 at init (uniform policy): make it score
+        with torch.no_grad():
+            policy.item_head.key.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
     algo = build_algorithm(cfg, policy)
     try:
-        assert algo.trunk_boundary == 1 and algo.agent.keep_boundary == 1
         torch.manual_seed(0)
+        if case == "items@boundary":   # the head reads frozen states: its update runs no layer
+            assert algo.trunk_boundary is None and algo.agent.keep_readout
+            assert algo.agent.early_exit
+            batch = algo.rollout(0, seed=123)
+            _check_head_only_update(algo, batch, policy)
+            return
+        assert algo.trunk_boundary == 1 and algo.agent.keep_boundary == 1
         batch = algo.rollout(0, seed=123)
         decs = batch.data.decisions
         assert decs and all(d.boundary_hidden is not None for d in decs)
@@ -97,6 +111,36 @@ def test_frozen_trunk_update_equals_the_full_update(tmp_path, case):
                 torch.testing.assert_close(p[n], full_p[n], rtol=1e-4, atol=1e-3 * 1e-3)
     finally:
         algo.close()
+
+
+def _check_head_only_update(algo, batch, policy):
+    """The kept readout states equal a fresh full forward's, the head-only loss equals the
+    loss through a full forward, and only the head gets a gradient."""
+    from deciplane.agents.policy import capture_hidden
+
+    decs = batch.data.decisions
+    assert decs and all(d.readout_hidden is not None for d in decs)
+    for d in decs[:6]:
+        with torch.no_grad(), capture_hidden(policy.model, 1) as cap:
+            policy.model(input_ids=d.prompt_ids[None])
+        torch.testing.assert_close(d.readout_hidden, cap[0][0], rtol=1e-5, atol=1e-5)
+    micro = list(range(min(4, len(decs))))
+    policy.model.zero_grad()
+    cached = algo.loss(batch, micro).task
+    cached.backward()
+    head_grad = policy.item_head.key.weight.grad.clone()
+    assert head_grad.abs().sum() > 0
+    assert all(p.grad is None for n, p in policy.model.named_parameters() if "lora" in n)
+    fresh = copy.copy(batch)
+    fresh.data = copy.copy(batch.data)
+    fresh.data.decisions = [copy.copy(d) for d in decs]
+    for d in fresh.data.decisions:
+        d.readout_hidden = None
+    policy.model.zero_grad()
+    full = algo.loss(fresh, micro).task
+    full.backward()
+    torch.testing.assert_close(full, cached, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(policy.item_head.key.weight.grad, head_grad, rtol=1e-5, atol=1e-6)
 
 
 def test_frozen_trunk_is_off_for_full_fine_tuning_and_when_switched_off():

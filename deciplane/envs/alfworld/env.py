@@ -23,7 +23,8 @@ from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
 from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
-                                     clean_observation, normalize_command)
+                                     check_observation_view, clean_observation,
+                                     normalize_command, state_view)
 from deciplane.envs.spaces import check_text_action
 from deciplane.errors import ConfigError, GameError
 
@@ -120,6 +121,11 @@ class ALFWorldEnv(MenuTextEnv):
     reset, then the feedback of each command (after the task again with
     ``task_in_observation=True``). ALFWorld's welcome line is dropped.
 
+    ``observation="state"``: the task, ``Location:`` (the receptacle the agent last went
+    to, or the room's overview before it moved), the inventory (what the agent holds, from
+    the game's facts) and ``Last reply:`` the game's feedback —
+    :func:`deciplane.envs.menu_env.state_view`.
+
     ## Action
 
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
@@ -188,7 +194,8 @@ class ALFWorldEnv(MenuTextEnv):
       a child process killed after this long, as fast-downward can search for minutes from
       states off the expert's path), ``action_mode``,
       ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"``/``"human"``),
-      ``progress`` (a bar while games are generated or checked).
+      ``progress`` (a bar while games are generated or checked), ``observation``
+      (``"feedback"`` or ``"state"``, see Observation).
     """
 
     def __init__(self, source: str = "auto", split: str = "train", n_games: int | None = None,
@@ -200,7 +207,8 @@ class ALFWorldEnv(MenuTextEnv):
                  action_mode: str = "menu",
                  invalid_action_penalty: float = 0.0, task_in_observation: bool = False,
                  menu_order: str = "sorted", menu_overflow: str = "error",
-                 render_mode: str | None = None, progress: bool | None = None) -> None:
+                 render_mode: str | None = None, progress: bool | None = None,
+                 observation: str = "feedback") -> None:
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
         if int(max_menu) < 1:
@@ -227,6 +235,9 @@ class ALFWorldEnv(MenuTextEnv):
         self.action_mode = action_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
         self.task_in_observation = bool(task_in_observation)
+        self.observation = check_observation_view(observation)
+        self._room = ""
+        self._at: str | None = None
         self.menu_order, self.menu_overflow = menu_order, menu_overflow
         self._menu_seed = 0
         self.render_mode = render_mode
@@ -269,6 +280,8 @@ class ALFWorldEnv(MenuTextEnv):
         if self.expert:
             self._planner.start(self._env)
         self._steps, self._invalid, self._done = 0, 0, False
+        self._room = strip_welcome(state.feedback).split("Your task is to")[0].strip()
+        self._at = None   # the receptacle the agent went to last (state view)
         self._observe(state, strip_welcome(state.feedback))
         return self._obs, self._info(invalid=False)
 
@@ -292,7 +305,7 @@ class ALFWorldEnv(MenuTextEnv):
             if self.expert:
                 self._planner.after(self._env, command, bool(state["won"]))
             feedback = state.feedback
-            if self.task_in_observation:
+            if self.task_in_observation and self.observation == "feedback":
                 feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
             self._observe(state, feedback)
             reward = float(bool(state["won"]) and not won_before)
@@ -365,6 +378,14 @@ class ALFWorldEnv(MenuTextEnv):
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
+        if self.observation == "state":
+            reply = obs.split("Your task is to")[0].strip()
+            self._at = arrival_place(reply) or self._at
+            where = f"You are at {self._at}." if self._at else self._room
+            held = alfworld_inventory(state._facts)
+            obs = state_view(f"Your task is to: {self._game.goal}.", where,
+                             "Inventory: " + (", ".join(f"a {x}" for x in held) or "nothing"),
+                             "" if reply == self._room else reply)
         self._obs = clean_observation(obs)
         self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
                         source=self.suite.names[self._game_index])
@@ -426,6 +447,30 @@ class ALFWorldEnv(MenuTextEnv):
                 if choice is not None:
                     info["expert_action"], info["expert_command"] = choice
         return info
+
+
+def alfworld_inventory(facts: Sequence[Any]) -> list[str]:
+    """The objects the agent holds, from the PDDL facts, in the game's words. Example:
+    ``holds(agent1: agent, candle_bar_1: object)`` -> ``["candle 1"]``."""
+    held = []
+    for fact in facts:
+        name, args = _fact_parts(str(fact))
+        if name == "holds" and len(args) == 2 and args[0].startswith("agent"):
+            held.append(args[1].replace("_bar_", " "))
+    return sorted(held)
+
+
+def arrival_place(feedback: str) -> str | None:
+    """The receptacle of ``"You arrive at cabinet 2. ..."`` (``"cabinet 2"``), else None."""
+    if not feedback.startswith("You arrive at "):
+        return None
+    return feedback[len("You arrive at "):].split(".")[0].strip() or None
+
+
+def _fact_parts(text: str) -> tuple[str, list[str]]:
+    """``holds(agent1: agent, candle_bar_1: object)`` -> ``("holds", ["agent1", "candle_bar_1"])``."""
+    name, _, rest = text.partition("(")
+    return name.strip(), [a.split(":")[0].strip() for a in rest.rstrip(")").split(",") if a.strip()]
 
 
 def strip_welcome(text: str) -> str:

@@ -15,7 +15,8 @@ import numpy as np
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
 from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
-                                     clean_observation, normalize_command)
+                                     check_observation_view, clean_observation,
+                                     normalize_command, state_view)
 from deciplane.envs.spaces import check_text_action
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
@@ -119,6 +120,11 @@ class TextWorldEnv(MenuTextEnv):
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"`` (see Action).
     * ``task_in_observation`` (False): put the objective text and a blank line before
       every observation, so that the goal stays in every prompt built from it.
+    * ``observation``: ``"feedback"`` (default: the game's reply) or ``"state"``: the
+      objective, ``Location:`` (TextWorld's ``description``, the room as ``look`` prints
+      it), the inventory and ``Last reply:`` the game's reply
+      (:func:`deciplane.envs.menu_env.state_view`; TextWorld computes the first two without
+      spending a move).
     * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
@@ -133,8 +139,10 @@ class TextWorldEnv(MenuTextEnv):
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
                  progress: bool | None = None, menu_order: str = "sorted",
-                 task_in_observation: bool = False, menu_overflow: str = "error") -> None:
+                 task_in_observation: bool = False, menu_overflow: str = "error",
+                 observation: str = "feedback") -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
+        self.observation = check_observation_view(observation)
         self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
         self.menu_overflow = menu_overflow
         if progress is None:  # a bar while games are generated, when someone can see it
@@ -161,7 +169,9 @@ class TextWorldEnv(MenuTextEnv):
 
         self._request = textworld.EnvInfos(admissible_commands=True, won=True, lost=True,
                                            score=True, max_score=True, objective=True,
-                                           policy_commands=self.expert)
+                                           policy_commands=self.expert,
+                                           description=self.observation == "state",
+                                           inventory=self.observation == "state")
         self._games: OrderedDict[Path, Any] = OrderedDict()  # path -> loaded textworld env
         self._order: np.ndarray | None = None
         self._pos = 0
@@ -308,7 +318,10 @@ class TextWorldEnv(MenuTextEnv):
 
     def _observe(self, state: Any, obs: str) -> None:
         self._state = state
-        if self.task_in_observation and self._task:
+        if self.observation == "state":   # TextWorld runs look/inventory without a move
+            obs = state_view(self._task, state["description"] or "", state["inventory"] or "",
+                             obs)
+        elif self.task_in_observation and self._task:
             obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)
         self._view.show([c for c in state["admissible_commands"] or () if c[:1] != "\\"],

@@ -13,8 +13,9 @@ import numpy as np
 
 from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
                                   menu_seed_for)
-from deciplane.envs.menu_env import (MAX_RAW_COMMAND_CHARS, MenuTextEnv, clean_observation,
-                                     normalize_command)
+from deciplane.envs.menu_env import (MAX_RAW_COMMAND_CHARS, MenuTextEnv,
+                                     check_observation_view, clean_observation,
+                                     normalize_command, state_view)
 from deciplane.envs.spaces import check_text_action
 from deciplane.envs.twx.java import require_java
 from deciplane.errors import ConfigError, GameError
@@ -60,9 +61,15 @@ class TextWorldExpressEnv(MenuTextEnv):
 
     ## Observation
 
-    The game's text (``spaces.Text``), preceded by the task description
-    (``"Your task is to ..."``) and a blank line when ``task_in_observation`` (default), so
-    that the goal is in every observation and so in every prompt built from it.
+    ``observation="feedback"`` (default): the game's text (``spaces.Text``), preceded by
+    the task description (``"Your task is to ..."``) and a blank line when
+    ``task_in_observation`` (default), so that the goal is in every observation and so in
+    every prompt built from it. After ``take X`` the game's text is only ``"You take the
+    X."``: where the agent is and what it holds are not in it.
+
+    ``observation="state"``: the task, then ``Location:`` (the game's ``look`` text of the
+    current room), the inventory and ``Last reply:`` (the game's reply, left out when it
+    repeats the room's description) — :func:`deciplane.envs.menu_env.state_view`.
 
     ## Action
 
@@ -138,7 +145,7 @@ class TextWorldExpressEnv(MenuTextEnv):
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
       reset), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
       ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
-      see Action).
+      see Action), ``observation`` (``"feedback"`` or ``"state"``, see Observation).
     """
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
@@ -146,7 +153,7 @@ class TextWorldExpressEnv(MenuTextEnv):
                  task_in_observation: bool = True, expert: bool = False,
                  max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
                  render_mode: str | None = None, menu_overflow: str = "error",
-                 action_mode: str = "menu") -> None:
+                 action_mode: str = "menu", observation: str = "feedback") -> None:
         if game not in GAMES:
             raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
                               f"{', '.join(GAMES)}")
@@ -162,6 +169,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
         self.action_mode = action_mode
+        self.observation = check_observation_view(observation)
         self.menu_overflow = menu_overflow
         self.game = game
         self.game_params = canonical_params(game, game_params)
@@ -245,7 +253,10 @@ class TextWorldExpressEnv(MenuTextEnv):
             raise GameError(f"TextWorld-Express could not generate {self.game} seed "
                             f"{self.seeds[index]}: {state['observation']}")
         self._task = str(self._server.getTaskDescription())
-        self._gold = [str(a) for a in self._server.getGoldActionSequence()] if self.expert else []
+        # "look around" never changes a TextWorld-Express state: the gold path's looks
+        # (its first action in twc) are dropped, so the expert does not waste a step
+        self._gold = [str(a) for a in self._server.getGoldActionSequence()
+                      if str(a) != "look around"] if self.expert else []
         if self.expert and not self._gold:
             raise GameError(f"TextWorld-Express found no gold path for {self.game} seed "
                             f"{self.seeds[index]} ({self.game_params or 'default params'}); "
@@ -347,7 +358,10 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._lost = bool(state.get("taskfailure"))
         text = str(state["observation"])
         self._text = text
-        if self.task_in_observation and self._task:
+        if self.observation == "state":
+            text = state_view(self._task, str(state.get("look") or ""),
+                              str(state.get("inventory") or ""), text)
+        elif self.task_in_observation and self._task:
             text = f"{self._task}\n\n{text}"
         self._obs = clean_observation(text)
         self._view.show(state.get("validActions") or (), terminal=self._won or self._lost,

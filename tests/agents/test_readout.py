@@ -1,0 +1,134 @@
+"""The items readout of the menu agent: spans, the head, one forward, the caches, saving."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from deciplane.agents import MenuAgent, load_policy
+from deciplane.agents.readout import (ItemHead, entry_char_spans, item_logits, pool_spans,
+                                      token_spans)
+from deciplane.errors import ConfigError
+from deciplane.types import Menu
+
+OBS = ["You are in a kitchen. There is a key on the table.", "You are hungry."]
+MENUS = [Menu(("go north", "take key", "open door", "look")), Menu(("eat apple", "go south"))]
+
+
+def test_entry_char_spans_hand_computed():
+    text = "x\nA) go\nB) eat"
+    assert entry_char_spans(text, 2, ["A) go", "B) eat"], ["go", "eat"]) == [(5, 7), (11, 14)]
+    with pytest.raises(ConfigError, match="not found"):
+        entry_char_spans(text, 3, ["A) go"], ["go"])
+
+
+def test_token_spans_hand_computed():
+    offsets = [(0, 2), (2, 5), (5, 8), (8, 8)]
+    assert token_spans(offsets, [(3, 6)]) == [(1, 3)]
+    assert token_spans(offsets, [(0, 2), (5, 8)]) == [(0, 1), (2, 3)]
+    with pytest.raises(ConfigError):
+        token_spans(offsets, [(8, 9)])
+
+
+def test_pool_spans_and_the_head_score():
+    states = torch.arange(12, dtype=torch.float32).reshape(4, 3)               # (T, H)
+    pooled = pool_spans(states, [(0, 2), (3, 4)])
+    torch.testing.assert_close(pooled, torch.tensor([[1.5, 2.5, 3.5], [9.0, 10.0, 11.0]]))
+    head = ItemHead(3, layer=1, rank=2)
+    assert torch.equal(item_logits(head, states, [(0, 2), (3, 4)]), torch.zeros(2))  # K = 0
+    with torch.no_grad():
+        head.query.weight.copy_(torch.tensor([[1.0, 0, 0], [0, 1.0, 0]]))
+        head.key.weight.copy_(torch.tensor([[1.0, 0, 0], [0, 0, 0]]))
+    # decision state = row 3 (the last token); rms-normalised rows
+    rms = lambda x: x / x.pow(2).mean().sqrt()                               # noqa: E731
+    q = rms(states[3])[:2]
+    want = torch.stack([rms(pooled[0])[0] * q[0], rms(pooled[1])[0] * q[0]]) / 2 ** 0.5
+    torch.testing.assert_close(item_logits(head, states, [(0, 2), (3, 4)]), want)
+
+
+def _items_policy(name="deciplane/tiny", layer=None, lora=False):
+    torch.manual_seed(0)
+    policy = load_policy(name)
+    if lora:
+        policy.add_lora(r=4, alpha=8)
+    head = policy.add_item_head(layer=layer)
+    with torch.no_grad():
+        head.key.weight.normal_(0, 1.0)
+    return policy
+
+
+def test_items_agent_needs_a_head_and_an_untrained_head_is_uniform(fresh_tiny):
+    with pytest.raises(ConfigError, match="add_item_head"):
+        MenuAgent(fresh_tiny, readout="items")
+    with pytest.raises(ConfigError, match="readout"):
+        MenuAgent(fresh_tiny, readout="letters")
+    fresh_tiny.add_item_head()
+    d = MenuAgent(fresh_tiny, readout="items").act(OBS, MENUS, seed=0)
+    torch.testing.assert_close(d[0].log_probs.exp(), torch.full((4,), 0.25))
+
+
+@pytest.mark.parametrize("name", ["deciplane/tiny", "deciplane/smollm2-135m-instruct"])
+def test_spans_cover_each_entry_and_probabilities_live_on_the_menu(name):
+    policy = _items_policy(name)
+    agent = MenuAgent(policy, readout="items")
+    for d in agent.act(OBS, MENUS, seed=0):
+        assert d.readout == "items" and len(d.item_spans) == len(d.menu)
+        for (s, e), action in zip(d.item_spans, d.menu.actions):
+            assert policy.tokenizer.decode(d.prompt_ids[s:e]).strip() == action
+        assert d.log_probs.shape == (len(d.menu),)
+        assert float(d.log_probs.exp().sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_masked_entries_get_zero_in_the_objectives_softmax():
+    from deciplane.trainers.rlid_ppo import pad_menu_log_probs
+
+    agent = MenuAgent(_items_policy(), readout="items")
+    lp, mask = pad_menu_log_probs(agent.menu_log_probs(agent.act(OBS, MENUS, seed=0)))
+    probs = lp.exp()
+    assert mask.tolist()[1] == [True, True, False, False]
+    assert float(probs[1, 2:].sum()) == 0.0
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2))
+
+
+@pytest.mark.parametrize("layer", [None, 1])
+def test_the_prefix_cache_and_dedup_give_the_fresh_forwards_log_probs(layer):
+    policy = _items_policy(layer=layer)
+    cached = MenuAgent(policy, readout="items")
+    fresh = MenuAgent(policy, readout="items", prefix_cache=False, dedup=False)
+    obs = [OBS[0], OBS[0], OBS[1]]           # a duplicate row: dedup; one prompt: the
+    menus = [MENUS[0], MENUS[0], MENUS[1]]   # whole menu sits in the shared prefix
+    for batch in ([obs[0]], obs):
+        a = cached.act(batch, menus[:len(batch)], seed=0)
+        b = fresh.act(batch, menus[:len(batch)], seed=0)
+        for x, y in zip(a, b):
+            torch.testing.assert_close(x.log_probs, y.log_probs, rtol=1e-5, atol=1e-5)
+    # the update recomputes the rollout's log-probs with grad (first PPO ratio = 1)
+    ds = cached.act(obs, menus, seed=0)
+    for lp, d in zip(cached.menu_log_probs(ds), ds):
+        assert lp.requires_grad
+        torch.testing.assert_close(lp.detach(), d.log_probs, rtol=1e-5, atol=1e-5)
+
+
+def test_early_exit_stops_at_the_heads_layer_with_the_same_policy():
+    policy = _items_policy("deciplane/smollm2-135m-instruct", layer=6)
+    full = MenuAgent(policy, readout="items", keep_readout=False)
+    short = MenuAgent(policy, readout="items", keep_readout=True)
+    assert short.early_exit and not full.early_exit
+    a, b = full.act(OBS, MENUS, seed=0), short.act(OBS, MENUS, seed=0)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x.log_probs, y.log_probs, rtol=1e-5, atol=1e-5)
+        assert y.readout_hidden is not None and y.readout_hidden.shape[0] == y.prompt_ids.numel()
+    assert short.tokens_computed == full.tokens_computed
+
+
+def test_the_head_is_saved_and_loaded_with_the_policy(tmp_path):
+    policy = _items_policy(lora=True)
+    before = [d.log_probs for d in MenuAgent(policy, readout="items").act(OBS, MENUS, seed=0)]
+    policy.save(tmp_path / "p")
+    loaded = load_policy(str(tmp_path / "p"))
+    assert loaded.item_head is not None and loaded.item_head.layer == policy.item_head.layer
+    after = [d.log_probs for d in MenuAgent(loaded, readout="items").act(OBS, MENUS, seed=0)]
+    for x, y in zip(before, after):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ConfigError, match="once"):
+        loaded.add_item_head()
