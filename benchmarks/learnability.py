@@ -33,6 +33,7 @@ learns; ``all``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -47,10 +48,11 @@ import torch
 
 import deciplane  # noqa: F401  (registers the environments)
 from deciplane.agents import MenuAgent, load_policy
+from deciplane.engine.trunk import menu_update_logits, trunk_boundary
 from deciplane.envs.menu_env import ambiguous_share
 from deciplane.objectives.distill import expert_distill_loss
 from deciplane.stats import wilson_interval
-from deciplane.trainers.rlid_ppo import pad_menu_log_probs
+from deciplane.trainers.rlid_ppo import expert_fit, pad_menu_log_probs
 from deciplane.trainers.run import lora_targets
 from deciplane.trainers.warm_start import run_bc_epochs
 
@@ -102,6 +104,12 @@ def build(args, view: str, readout: str, layer: int | None, lora: str, seed: int
     frozen_head = readout == "items" and (lora == "0" or (layer is not None and last_frozen(policy) >= layer))
     agent = MenuAgent(policy, history=HISTORY[view], readout=readout, keep_readout=frozen_head,
                       greedy=True)
+    boundary = trunk_boundary(policy.model)
+    if boundary is not None and not frozen_head:   # LoRA on the top layers: as the trainer
+        agent.keep_boundary = boundary             # does, the update runs only those layers
+        agent.update_logits = functools.partial(menu_update_logits, policy.model,
+                                                boundary=boundary,
+                                                pad_id=policy.tokenizer.pad_token_id)
     return policy, agent
 
 
@@ -171,7 +179,7 @@ def run_config(args, key: str) -> dict:
     stop_d, stop_t = [dtrain[i] for i in stop_idx], [targets[i] for i in stop_idx]
     params = [p for p in policy.model.parameters() if p.requires_grad]
     zero_shot = agreement(agent, dheld, held_targets)
-    curve, best = [], {"epoch": 0, "stop": agreement(agent, stop_d, stop_t), "state": None}
+    curve, best = [], {"epoch": 0, "stop": -expert_fit(agent, stop_d, stop_t, 16)[0], "state": None}
 
     def loss_fn(part):
         lp, _ = pad_menu_log_probs(agent.menu_log_probs([fit_d[i] for i in part]))
@@ -179,11 +187,13 @@ def run_config(args, key: str) -> dict:
         return loss / max(n, 1)
 
     def on_epoch(done, total, loss):
-        acc = agreement(agent, stop_d, stop_t)
-        curve.append({"epoch": done, "loss": round(loss, 4), "stop_agreement": round(acc, 4)})
-        print(f"  {key} epoch {done}: loss {loss:.3f}, early-stop agreement {acc:.3f}", flush=True)
-        if acc > best["stop"]:
-            best.update(epoch=done, stop=acc,
+        nll, acc = expert_fit(agent, stop_d, stop_t, 16)
+        curve.append({"epoch": done, "loss": round(loss, 4), "stop_nll": round(nll, 4),
+                      "stop_agreement": round(acc, 4)})
+        print(f"  {key} epoch {done}: loss {loss:.3f}, early-stop NLL {nll:.3f}, "
+              f"agreement {acc:.3f}", flush=True)
+        if -nll > best["stop"]:
+            best.update(epoch=done, stop=-nll,
                         state={n: p.detach().clone() for n, p in policy.model.named_parameters()
                                if p.requires_grad})
         return done - best["epoch"] < args.patience
@@ -316,7 +326,7 @@ def main(argv=None) -> int:
     ap.add_argument("--game-params", default="numLocations=2,numItemsToPutAway=2")
     ap.add_argument("--model", default="deciplane/smollm2-135m-instruct")
     ap.add_argument("--fold", default="valid", choices=["valid", "test"])
-    ap.add_argument("--train-episodes", type=int, default=48)
+    ap.add_argument("--train-episodes", type=int, default=40)
     ap.add_argument("--eval-episodes", type=int, default=20)
     ap.add_argument("--success-games", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=10)

@@ -244,8 +244,8 @@ def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] |
     return "\n".join(lines) + "\n"
 
 
-STAGES = (("zero-shot", "before"), ("BC-only (after warm start)", "after_warm_start"),
-          ("RL (final)", "eval"))
+STAGES = (("zero-shot, labels readout", "zero_shot_labels"), ("zero-shot", "before"),
+          ("BC-only (after warm start)", "after_warm_start"), ("RL (final)", "eval"))
 
 
 def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> list[str]:

@@ -112,6 +112,10 @@ class EvalConfig:
     """Greedy (argmax) decisions during evaluation."""
     before: bool = True
     """Evaluate the untrained policy on `final_splits` first (before/after numbers)."""
+    during_episodes: int | None = None
+    """Episodes of each evaluation during training (`every`): null = as many as the others (after the time plan); fewer make a cheaper point of the held-out curve (the first ones of the same episodes)."""
+    zero_shot_labels: bool = False
+    """rlid_ppo with readout=items: also evaluate the untrained model with RLiD's labels readout (same prompts, same episodes) before training — summary.json `zero_shot_labels`, paired with every later stage."""
 
 
 @dataclass

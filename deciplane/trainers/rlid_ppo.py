@@ -325,6 +325,15 @@ class MenuPPO(Algorithm):
         return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
                                    collect_menu_episodes, model=self.policy.model)
 
+    def evaluate_labels(self, split: str) -> dict[str, float]:
+        """The same evaluation with RLiD's labels readout (greedy, the run's prompts) on the
+        current weights: before training, the untrained model's zero-shot menu choice."""
+        c = self.config
+        agent = MenuAgent(self.policy, greedy=True, history=c.history,
+                          dedup=c.frozen_trunk != "full_forward", readout="labels")
+        return self.suite.evaluate(agent, split, c.eval.episodes, collect_menu_episodes,
+                                   model=self.policy.model)
+
     def close(self) -> None:
         self.suite.close()
 

@@ -196,12 +196,22 @@ class Trainer:
         if suite is not None:
             suite.episode_limit = n
 
-    def _evaluations_planned(self) -> int:
-        """Held-out evaluations of one split in this run: before, after the warm start,
-        final."""
+    def _evaluations_planned(self) -> float:
+        """Held-out evaluations of one split in this run: before (and the labels readout's
+        zero-shot), after the warm start, final, and the ones during training (counted by
+        their share of episodes)."""
         cfg = self.config
         warm = int(getattr(getattr(cfg, "bc", None), "episodes", 0) or 0) > 0
-        return (1 + int(warm)) * int(cfg.eval.before) + 1
+        n = (1 + int(warm) + int(self._labels_baseline())) * int(cfg.eval.before) + 1
+        if cfg.eval.every:
+            during = (cfg.iterations - 1) // cfg.eval.every
+            requested = cfg.eval.episodes or 1
+            n += during * min(1.0, (cfg.eval.during_episodes or requested) / requested)
+        return n
+
+    def _labels_baseline(self) -> bool:
+        return bool(getattr(self.config.eval, "zero_shot_labels", False)) and \
+            hasattr(self.algo, "evaluate_labels")
 
     def _hook_progress(self, logger: RunLogger) -> None:
         """Progress events of long phases (evaluation batches, warm-start epochs) as log
@@ -270,6 +280,10 @@ class Trainer:
         """Held-out metrics of the untrained policy, then the optional warm start (and, if
         there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
+        if cfg.eval.before and self._labels_baseline():
+            with self._phase("eval_zero_shot_labels"):
+                self.extra["zero_shot_labels"] = self._eval_splits(
+                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
         if cfg.eval.before:
             with self._phase("eval_before"):
                 self.extra["before"] = self._eval_splits(logger, "before training")
@@ -295,14 +309,15 @@ class Trainer:
                     self.extra["after_warm_start"] = self._eval_splits(logger,
                                                                        "after warm start")
 
-    def _eval_splits(self, logger: RunLogger, when: str) -> dict[str, dict[str, Any]]:
+    def _eval_splits(self, logger: RunLogger, when: str, evaluate: Any = None
+                     ) -> dict[str, dict[str, Any]]:
         out = {}
         for split in self.config.eval.final_splits:
             t0 = time.perf_counter()
             self._eval_probe["t0"] = t0
             self._eval_probe["setup0"] = getattr(getattr(self.algo, "suite", None),
                                                  "setup_s", 0.0)
-            out[split] = self.algo.evaluate(split)
+            out[split] = (evaluate or self.algo.evaluate)(split)
             took = time.perf_counter() - t0
             plan = self.extra["plan"]
             plan["eval_s_max"] = max(float(plan.get("eval_s_max") or 0.0), took)
@@ -330,10 +345,22 @@ class Trainer:
                         "optim/skipped_steps": self.counters.skipped_steps,
                         "time/rollout_s": t1 - t0, "time/update_s": t2 - t1})
         if cfg.eval.every and (it + 1) % cfg.eval.every == 0 and it + 1 < cfg.iterations:
-            with self._phase("eval_during"):
-                ev = self.algo.evaluate(cfg.eval.during_split)
+            limit = self.extra["plan"].get("eval_episodes")
+            if cfg.eval.during_episodes:   # the first episodes of the same evaluation
+                self._set_eval_limit(min(limit or cfg.eval.during_episodes,
+                                         cfg.eval.during_episodes))
+            try:
+                with self._phase("eval_during"):
+                    ev = self.algo.evaluate(cfg.eval.during_split)
+            finally:
+                self._set_eval_limit(limit)
             metrics.update({f"eval/{cfg.eval.during_split}/{k}": v for k, v in ev.items()
                             if isinstance(v, (int, float))})
+            self.extra.setdefault("during", []).append(
+                {"iteration": it + 1, "env_steps": self.counters.env_steps,
+                 "split": cfg.eval.during_split,
+                 **{k: ev[k] for k in ("success_rate", "success_ci95", "episodes", "mean_return")
+                    if k in ev}})
         return metrics
 
     def _update(self, batch: RolloutBatch, seed: int) -> dict[str, float]:
@@ -404,8 +431,12 @@ class Trainer:
             "warm_start": self.extra.get("warm_start"),
             "before": self.extra.get("before", {}),
             "after_warm_start": self.extra.get("after_warm_start"),
+            "zero_shot_labels": self.extra.get("zero_shot_labels"),
+            "during": self.extra.get("during", []),
             "eval": final,
-            "comparisons": paired_comparisons({"zero_shot": self.extra.get("before") or {},
+            "comparisons": paired_comparisons({"zero_shot_labels": self.extra.get(
+                                                   "zero_shot_labels") or {},
+                                               "zero_shot": self.extra.get("before") or {},
                                                "warm_start_only": self.extra.get(
                                                    "after_warm_start") or {},
                                                "final": final}),

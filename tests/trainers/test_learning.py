@@ -91,9 +91,19 @@ def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_d
                     "group_size": 2, "max_episode_steps": 4},
             "bc": {"episodes": 4, "epochs": 3, "lr": 1e-2, "valid_fraction": 0.25, "patience": 2},
             "optim": {"lr": 1e-3, "micro_batch_size": 4, "epochs": 1},
-            "eval": {"every": 0, "final_splits": ["test"]}}
+            "eval": {"every": 1, "during_split": "test", "during_episodes": 2,
+                     "final_splits": ["test"], "zero_shot_labels": layer is None}}
     run = tmp_path / "run"
     summary = run_training(load_config(data=data), run)
+    # a point of the held-out curve between the warm start and the end, on fewer episodes
+    assert [d["iteration"] for d in summary["during"]] == [1]
+    assert summary["during"][0]["episodes"] == 2
+    if layer is None:       # the untrained model with RLiD's letters, on the same episodes
+        zl = summary["zero_shot_labels"]["test"]
+        assert zl["episodes"] == 6 and zl["episode_seeds"] == summary["before"]["test"]["episode_seeds"]
+        assert "final - zero_shot_labels" in summary["comparisons"]["test"]
+    else:
+        assert summary["zero_shot_labels"] is None
     ws = summary["warm_start"]
     assert ws["valid_episodes"] == 1 and ws["episodes"] == 4
     assert ws["valid_curve"][0]["epoch"] == 0 and 0 <= ws["best_epoch"] <= 3
