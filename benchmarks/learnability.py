@@ -27,7 +27,8 @@ configuration key) as soon as it is done, and configurations already there are s
 A configuration is ``VIEW:READOUT:LORA`` — VIEW ``feedback`` | ``state``; READOUT
 ``labels`` | ``items`` (the head reads the final output) | ``items@L`` (the input of decoder
 layer L); LORA the number of last layers with adapters (``0``: none, only an item head
-learns; ``all``).
+learns; ``all``) — with ``items@L``, the last ones below layer L (the policy never reads the
+layers above its head; forwards stop there).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def build(args, view: str, readout: str, layer: int | None, lora: str, seed: int
     policy = load_policy(args.model)
     if lora != "0":
         last = None if lora == "all" else int(lora)
-        policy.add_lora(r=16, alpha=32, target_modules=lora_targets(policy, None, last))
+        policy.add_lora(r=16, alpha=32, target_modules=lora_targets(policy, None, last, layer))
     else:
         for p in policy.model.parameters():
             p.requires_grad_(False)

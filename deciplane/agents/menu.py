@@ -298,16 +298,16 @@ class MenuAgent:
         labels readout). With :attr:`early_exit` the forward stops at that layer: the
         decoder runs only the layers below it and hands their output to the recorder."""
         if self.early_exit:
-            return truncated_decoder(self.policy.model, self.head.layer)
+            return truncated_decoder(self.policy.model, self.head.layer, detach=detach)
         return capture_hidden(self.policy.model, None if self.head is None else self.head.layer,
                               detach=detach)
 
     @property
     def early_exit(self) -> bool:
-        """The rollout forward may stop at the item head's layer: the head reads a frozen
-        layer below the last (``keep_readout``) and no boundary above it is kept, so
-        nothing computed above it is ever used (the menu's logits are the head's)."""
-        if self.head is None or not self.keep_readout:
+        """Forwards stop at the item head's layer: with the items readout the menu's logits
+        are the head's, so the layers above it compute nothing the policy uses (a kept
+        frozen-trunk boundary must lie below the head's layer)."""
+        if self.head is None:
             return False
         n = len(decoder_layers(self.policy.model))
         return self.head.layer < n and (self.keep_boundary is None

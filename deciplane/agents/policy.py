@@ -189,27 +189,31 @@ def capture_hidden(model: nn.Module, layer: int | None, *, detach: bool = True
 class _Recorder(nn.Module):
     """Stands in for the final norm of a truncated decoder: records its input, returns it."""
 
-    def __init__(self, seen: list[torch.Tensor]) -> None:
+    def __init__(self, seen: list[torch.Tensor], detach: bool) -> None:
         super().__init__()
         self.seen = seen
+        self.detach = detach
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.seen.append(x.detach())
+        self.seen.append(x.detach() if self.detach else x)
         return x
 
 
 @contextlib.contextmanager
-def truncated_decoder(model: nn.Module, upto: int) -> Iterator[list[torch.Tensor]]:
+def truncated_decoder(model: nn.Module, upto: int, *, detach: bool = True
+                      ) -> Iterator[list[torch.Tensor]]:
     """While active, the model's decoder runs only layers ``[0, upto)`` and no final norm;
-    the yielded list receives their output (the input of layer ``upto``) per forward. The
-    output layer then reads un-normed states: its logits are meaningless (a readout that
-    uses only the recorded states stops the forward here)."""
+    the yielded list receives their output (the input of layer ``upto``) per forward
+    (``detach=False``: with its graph). The output layer then reads un-normed states: its
+    logits are meaningless (a readout that uses only the recorded states stops here).
+    Code that narrows the layer list again inside (the frozen-trunk update) narrows this
+    truncated list."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder = base.model
     seen: list[torch.Tensor] = []
     old_layers, old_norm = decoder.layers, decoder.norm
     decoder.layers = nn.ModuleList(list(old_layers)[:upto])
-    decoder.norm = _Recorder(seen)
+    decoder.norm = _Recorder(seen, detach)
     try:
         yield seen
     finally:

@@ -163,7 +163,8 @@ def menu_update_logits(model: nn.Module, decisions: Sequence[Decision], boundary
                 1, n, dtype=torch.long, device=device), position_ids=torch.arange(
                 n, device=device)[None], use_cache=True)
         cache = getattr(out, "cache", None) or out.past_key_values
-        top = cache.layers[boundary:]
+        # (layers a truncated decoder never ran, above an item head, hold no keys)
+        top = [layer for layer in cache.layers[boundary:] if layer.keys is not None]
         for layer in top:                # the prefix's keys/values, shared by every row
             layer.keys = layer.keys.expand(len(rows), -1, -1, -1)
             layer.values = layer.values.expand(len(rows), -1, -1, -1)

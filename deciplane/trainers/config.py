@@ -40,8 +40,8 @@ class ModelConfig:
 
     name: str = "deciplane/smollm2-135m-instruct"
     """Built-in name (`deciplane/tiny`, `deciplane/smollm2-135m-instruct`), a local HF folder or a GGUF file."""
-    finetune: Literal["lora", "full"] = "lora"
-    """`lora`: train PEFT LoRA adapters only; `full`: train every weight."""
+    finetune: Literal["lora", "full", "head"] = "lora"
+    """`lora`: train PEFT LoRA adapters only; `full`: train every weight; `head` (rlid_ppo with readout=items): only the item head trains, the model stays frozen."""
     lora_rank: int = 16
     """LoRA rank r (finetune=lora)."""
     lora_alpha: int = 32
@@ -49,7 +49,7 @@ class ModelConfig:
     lora_targets: list[str] | None = None
     """Module names that get LoRA adapters; null = the agents package default."""
     lora_last_layers: int | None = None
-    """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass."""
+    """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass. With an item head at `readout_layer` L (rlid_ppo), the last N of the L layers the policy reads (layers L-N..L-1)."""
     threads: int = 2
     """torch.set_num_threads for the run."""
     trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
@@ -297,7 +297,7 @@ class RLiDPPOConfig(TrainConfig):
     readout: Literal["labels", "items"] = "labels"
     """How the menu agent scores its menu: `labels` (RLiD: the next-token logits of the menu letters) or `items` (ours: a learned rank-`readout_rank` pointer score between the prompt's last hidden state and each entry's mean token state, read at `readout_layer` of the same forward; docs/methods.md §1)."""
     readout_layer: int | None = None
-    """readout=items: the decoder layer whose input the head reads (null = the final, normed output). At or above the first LoRA layer the adapters and the head learn together; below it only the head learns (its update then runs the head alone on states kept by the rollout)."""
+    """readout=items: the decoder layer whose input the head reads (null = the final, normed output). Forwards stop there (the layers above it are never used) and model.lora_last_layers counts the layers below it. With model.finetune=head (or a head below every adapter) only the head learns, and its update runs the head alone on states kept by the rollout."""
     readout_rank: int = 16
     """readout=items: rank of the head's bilinear score."""
     frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
@@ -315,6 +315,8 @@ class RLiDPPOConfig(TrainConfig):
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.model.finetune == "head" and self.readout != "items":
+            raise ConfigError("model.finetune=head trains only the item head: set readout: items")
         if self.readout_rank < 1:
             raise ConfigError(f"readout_rank must be >= 1, got {self.readout_rank}")
         if self.readout_layer is not None and self.readout_layer < 1:

@@ -40,37 +40,43 @@ def build_policy(config: TrainConfig) -> Any:
     torch.set_num_threads(m.threads)
     seed_everything(config.seed)  # LoRA init is random: seed it
     policy = load_policy(m.name, device=distributed.local_device(m.device))
+    # an item head at layer L: the policy never reads the layers above it
+    used = config.readout_layer if getattr(config, "readout", "labels") == "items" else None
     if m.finetune == "lora":
         policy.add_lora(r=m.lora_rank, alpha=m.lora_alpha,
-                        target_modules=lora_targets(policy, m.lora_targets, m.lora_last_layers))
-    else:
+                        target_modules=lora_targets(policy, m.lora_targets, m.lora_last_layers,
+                                                    used))
+    else:   # full: every weight trains; head: none of them (the item head below does)
         for p in policy.model.parameters():
-            p.requires_grad_(True)
+            p.requires_grad_(m.finetune == "full")
     if getattr(config, "readout", "labels") == "items":   # the menu agent's item head
         policy.add_item_head(layer=config.readout_layer, rank=config.readout_rank)
     dtype = resolve_trunk_dtype(m.trunk_dtype, policy.device)
-    if dtype != torch.float32 and m.finetune == "lora":   # full fine-tuning: no frozen trunk
+    if dtype != torch.float32 and m.finetune != "full":   # full fine-tuning: no frozen trunk
         apply_trunk_dtype(policy.model, first_trainable_layer(policy.model), dtype)
     policy.model.train()
     return policy
 
 
-def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None
-                 ) -> list[str] | None:
+def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None,
+                 used_layers: int | None = None) -> list[str] | None:
     """LoRA target module names; with ``last_layers`` only those of the last N layers
-    (PEFT matches a listed name as a suffix of the module path)."""
-    if last_layers is None:
+    (PEFT matches a listed name as a suffix of the module path). ``used_layers``: the
+    policy reads only layers ``[0, used_layers)`` (an item head at that layer): the last N
+    of those (all of them for ``last_layers=None``)."""
+    if last_layers is None and used_layers is None:
         return targets
     n = int(getattr(policy.model.config, "num_hidden_layers", 0))
     if n <= 0:
         raise ConfigError("model.lora_last_layers needs a model config with "
                           "num_hidden_layers; leave it null for this model")
+    top = n if used_layers is None else min(n, int(used_layers))
     base = set(targets or policy._lora_targets())
-    first = max(0, n - last_layers)
+    first = 0 if last_layers is None else max(0, top - last_layers)
     found = []
     for name, _ in policy.model.named_modules():
         m = re.search(r"(?:^|\.)(layers\.(\d+)\..*)$", name)
-        if m and int(m.group(2)) >= first and name.rsplit(".", 1)[-1] in base:
+        if m and first <= int(m.group(2)) < top and name.rsplit(".", 1)[-1] in base:
             found.append(m.group(1))
     if not found:
         raise ConfigError(f"model.lora_last_layers={last_layers}: no '<...>.layers.<i>.<target>' "

@@ -110,15 +110,20 @@ def test_the_prefix_cache_and_dedup_give_the_fresh_forwards_log_probs(layer):
 
 
 def test_early_exit_stops_at_the_heads_layer_with_the_same_policy():
+    """The agent's forward stops at the head's layer 6 of SmolLM2's 30 and gives the
+    log-probs of a full forward read at layer 6."""
+    from deciplane.agents.policy import capture_hidden
+    from deciplane.agents.menu import menu_logp
+
     policy = _items_policy("deciplane/smollm2-135m-instruct", layer=6)
-    full = MenuAgent(policy, readout="items", keep_readout=False)
-    short = MenuAgent(policy, readout="items", keep_readout=True)
-    assert short.early_exit and not full.early_exit
-    a, b = full.act(OBS, MENUS, seed=0), short.act(OBS, MENUS, seed=0)
-    for x, y in zip(a, b):
-        torch.testing.assert_close(x.log_probs, y.log_probs, rtol=1e-5, atol=1e-5)
-        assert y.readout_hidden is not None and y.readout_hidden.shape[0] == y.prompt_ids.numel()
-    assert short.tokens_computed == full.tokens_computed
+    agent = MenuAgent(policy, readout="items", keep_readout=True)
+    assert agent.early_exit
+    for d in agent.act(OBS, MENUS, seed=0):
+        with torch.no_grad(), capture_hidden(policy.model, 6) as cap:
+            policy.model(input_ids=d.prompt_ids[None])
+        torch.testing.assert_close(d.readout_hidden, cap[0][0], rtol=1e-5, atol=1e-5)
+        want = menu_logp(item_logits(policy.item_head, cap[0][0], d.item_spans))
+        torch.testing.assert_close(d.log_probs, want, rtol=1e-5, atol=1e-5)
 
 
 def test_the_head_is_saved_and_loaded_with_the_policy(tmp_path):
@@ -132,3 +137,46 @@ def test_the_head_is_saved_and_loaded_with_the_policy(tmp_path):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
     with pytest.raises(ConfigError, match="once"):
         loaded.add_item_head()
+
+
+def test_lora_below_the_head_frozen_trunk_update_equals_the_full_update():
+    """SmolLM2, LoRA in layers 4-5, the head at layer 6: the rollout stops at layer 6 and
+    keeps the boundary states of layer 4; the update runs layers 4-5 only (and stops at 6
+    too) with the same log-probs and LoRA/head gradients as a full forward."""
+    import functools
+
+    from deciplane.engine.trunk import first_trainable_layer, menu_update_logits
+    from deciplane.trainers.run import lora_targets
+
+    torch.manual_seed(0)
+    policy = load_policy("deciplane/smollm2-135m-instruct")
+    policy.add_lora(r=4, alpha=8, target_modules=lora_targets(policy, None, 2, used_layers=6))
+    for name, p in policy.model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_(0, 0.02)
+    head = policy.add_item_head(layer=6)
+    with torch.no_grad():
+        head.key.weight.normal_(0, 1.0)
+    assert first_trainable_layer(policy.model) == 4
+    agent = MenuAgent(policy, readout="items", keep_boundary=4)
+    assert agent.early_exit
+    decs = agent.act(OBS, MENUS, seed=0)
+    assert all(d.boundary_hidden is not None and d.readout_hidden is None for d in decs)
+
+    def grads(update):
+        agent.update_logits = update
+        policy.model.zero_grad()
+        lps = agent.menu_log_probs(decs)
+        sum(lp[d.index] for lp, d in zip(lps, decs)).backward()
+        return lps, {n: p.grad.clone() for n, p in policy.model.named_parameters()
+                     if p.requires_grad}
+
+    full_lp, full_g = grads(None)
+    trunk_lp, trunk_g = grads(functools.partial(menu_update_logits, policy.model, boundary=4,
+                                                pad_id=policy.tokenizer.pad_token_id))
+    for a, b, d in zip(full_lp, trunk_lp, decs):
+        torch.testing.assert_close(a.detach(), d.log_probs, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(b.detach(), d.log_probs, rtol=1e-4, atol=1e-5)
+    assert any(g.abs().sum() > 0 for n, g in full_g.items() if "lora" in n)
+    for n in full_g:
+        torch.testing.assert_close(trunk_g[n], full_g[n], rtol=1e-4, atol=1e-5)

@@ -29,7 +29,8 @@ CASES = {
     "items+cord": {"readout": "items",
                    "distill": {"enabled": True, "teacher": "expert", "combine": "conflict"}},
     # ... and a head at the frozen boundary (its update is the head alone)
-    "items@boundary": {"readout": "items", "readout_layer": 1},
+    "items@boundary": {"readout": "items", "readout_layer": 1,
+                       "model": dict(BASE["model"], finetune="head")},
 }
 
 

@@ -72,10 +72,12 @@ def test_bc_config_checks():
         load_config(data={"algorithm": "rlid_ppo", "readout": "letters"})
 
 
-@pytest.mark.parametrize("layer", [None, 1])
-def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_dir(tmp_path, layer):
-    """RLiD-PPO with the items readout (a head on the final output with LoRA, or a head on
-    frozen layer-1 states alone), the state view and an early-stopped warm start, on the
+@pytest.mark.parametrize("layer,finetune", [(None, "lora"), (1, "lora"), (1, "head")])
+def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_dir(
+        tmp_path, layer, finetune):
+    """RLiD-PPO with the items readout (a head on the final output with LoRA, a head at
+    layer 1 with LoRA in layer 0 below it, or the head alone on frozen layer-1 states), the
+    state view and an early-stopped warm start, on the
     embedded TextWorld suite: the head and weights move, metrics are finite, the summary
     reports the validation curve and the groups with signal, and `deciplane evaluate
     RUN_DIR` rebuilds the same policy (head included) from the checkpoint."""
@@ -85,7 +87,7 @@ def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_d
     torch.set_num_threads(1)
     data = {"progress": False, "seed": 0, "algorithm": "rlid_ppo", "iterations": 2, "history": 0,
             "readout": "items", "readout_layer": layer,
-            "model": {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4,
+            "model": {"name": "deciplane/tiny", "finetune": finetune, "lora_rank": 4,
                       "lora_alpha": 8, "lora_last_layers": 1, "threads": 1},
             "env": {"kwargs": {"observation": "state"}, "games_per_iteration": 2,
                     "group_size": 2, "max_episode_steps": 4},
