@@ -134,6 +134,13 @@ class MenuAgent:
                             "check that the environment episode has not ended")
         return self._prompt_and_spans(observation, menu, history)[0]
 
+    def _needs_no_forward(self) -> bool:
+        """The items readout with a constant head (:meth:`ItemHead.is_constant`, e.g. right
+        after initialisation) and nothing to keep: every logit is 0 whatever the model
+        computes, so the forward is skipped (exactly the same decisions, no compute)."""
+        return (self.head is not None and self.head.is_constant() and not self.keep_readout
+                and self.keep_boundary is None)
+
     def _prompt_and_spans(self, observation: str, menu: Menu,
                           history: Sequence[tuple[str, str]] | None = None
                           ) -> tuple[str, list[tuple[int, int]]]:
@@ -178,7 +185,11 @@ class MenuAgent:
         hists = histories or [None] * len(observations)
         encoded = [self._encode(o, m, h) for o, m, h in zip(observations, menus, hists)]
         prompt_ids = [e[0] for e in encoded]
-        last, hidden, states = self._last_logits(prompt_ids)                  # (B, V)
+        if self._needs_no_forward():   # an untrained item head: uniform whatever it reads
+            last, hidden = None, None
+            states = [torch.zeros((int(p.numel()), self.head.hidden_size)) for p in prompt_ids]
+        else:
+            last, hidden, states = self._last_logits(prompt_ids)              # (B, V)
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         decisions = []
         for i, menu in enumerate(menus):

@@ -61,6 +61,11 @@ class ItemHead(nn.Module):
         k = self.key(_rms(entry_states.to(w.dtype)))                       # (K, r)
         return (k @ q) / math.sqrt(self.rank)                              # (K,)
 
+    def is_constant(self) -> bool:
+        """Every logit is 0 whatever the states (``K`` is all zeros, as initialised): the
+        policy is uniform over the menu and needs no forward pass."""
+        return not bool(self.key.weight.detach().any())
+
     def describe(self) -> dict[str, int]:
         return {"hidden_size": self.hidden_size, "layer": self.layer, "rank": self.rank}
 

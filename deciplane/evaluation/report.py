@@ -217,7 +217,18 @@ def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] |
                   f"{summary.get('env_steps')}, optimizer steps: {summary.get('optimizer_steps')}"
                   f" (skipped {summary.get('skipped_steps', 0)})"]
         if summary.get("warm_start"):
-            lines.append(f"- behaviour-cloning warm start: {summary['warm_start']}")
+            ws = {k: v for k, v in summary["warm_start"].items() if k != "valid_curve"}
+            lines.append(f"- behaviour-cloning warm start: {ws}")
+            curve = summary["warm_start"].get("valid_curve")
+            if curve:
+                lines.append("- warm start, held-out expert episodes per epoch (NLL, "
+                             "agreement): " + ", ".join(
+                                 f"{int(r['epoch'])}: {-r['valid']:.3f} / "
+                                 f"{r.get('valid_agreement', float('nan')):.0%}" for r in curve))
+        if summary.get("groups_with_signal"):
+            g = summary["groups_with_signal"]
+            lines.append(f"- groups whose returns differ (RL signal), per iteration: "
+                         + ", ".join(f"{x:.0%}" for x in g))
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
             lines.append(f"- split fingerprints: {fps}")

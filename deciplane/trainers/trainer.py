@@ -280,14 +280,14 @@ class Trainer:
         """Held-out metrics of the untrained policy, then the optional warm start (and, if
         there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
-        if cfg.eval.before and self._labels_baseline():
-            with self._phase("eval_zero_shot_labels"):
-                self.extra["zero_shot_labels"] = self._eval_splits(
-                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
         if cfg.eval.before:
             with self._phase("eval_before"):
                 self.extra["before"] = self._eval_splits(logger, "before training")
             logger.log(0, _eval_metrics(self.extra["before"]) | {"env_steps": 0})
+        if cfg.eval.before and self._labels_baseline():   # after: the plan is set by then
+            with self._phase("eval_zero_shot_labels"):
+                self.extra["zero_shot_labels"] = self._eval_splits(
+                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
         now = time.perf_counter()
         self._ws_box["t0"] = now
@@ -339,6 +339,9 @@ class Trainer:
         t2 = time.perf_counter()
         metrics: dict[str, Any] = dict(batch.metrics)
         metrics.update(upd)
+        if "rollout/groups_with_signal" in metrics:   # where a group baseline can learn
+            self.extra.setdefault("groups_with_signal", []).append(
+                round(float(metrics["rollout/groups_with_signal"]), 4))
         metrics.update({"env_steps": self.counters.env_steps,
                         "episodes": self.counters.episodes,
                         "optim/steps": self.counters.optimizer_steps,
@@ -433,6 +436,7 @@ class Trainer:
             "after_warm_start": self.extra.get("after_warm_start"),
             "zero_shot_labels": self.extra.get("zero_shot_labels"),
             "during": self.extra.get("during", []),
+            "groups_with_signal": self.extra.get("groups_with_signal", []),
             "eval": final,
             "comparisons": paired_comparisons({"zero_shot_labels": self.extra.get(
                                                    "zero_shot_labels") or {},

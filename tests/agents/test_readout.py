@@ -180,3 +180,19 @@ def test_lora_below_the_head_frozen_trunk_update_equals_the_full_update():
     assert any(g.abs().sum() > 0 for n, g in full_g.items() if "lora" in n)
     for n in full_g:
         torch.testing.assert_close(trunk_g[n], full_g[n], rtol=1e-4, atol=1e-5)
+
+
+def test_an_untrained_head_needs_no_forward_and_decides_the_same(fresh_tiny):
+    """K = 0 scores every entry 0 whatever the states: the agent skips the forward (no
+    token computed) and decides exactly as with it (uniform; greedy = the first entry)."""
+    fresh_tiny.add_item_head()
+    skip = MenuAgent(fresh_tiny, readout="items", greedy=True)
+    keep = MenuAgent(fresh_tiny, readout="items", greedy=True, keep_readout=True)
+    a, b = skip.act(OBS, MENUS), keep.act(OBS, MENUS)
+    assert skip.tokens_computed == 0 and keep.tokens_computed > 0
+    for x, y in zip(a, b):
+        assert torch.equal(x.log_probs, y.log_probs) and x.index == y.index == 0
+    with torch.no_grad():
+        fresh_tiny.item_head.key.weight[0, 0] = 1e-3      # trained: forwards again
+    skip.act(OBS, MENUS)
+    assert skip.tokens_computed > 0
