@@ -65,15 +65,19 @@ def check_observation_view(view: str) -> str:
     return view
 
 
-def state_view(task: str, location: str, inventory: str, reply: str) -> str:
+def state_view(task: str, location: str, inventory: str, reply: str,
+               action: str | None = None) -> str:
     """The ``state`` observation: the task, the current location's description, the
-    inventory and the game's last reply (left out when it repeats the location, e.g. after
-    ``look``, a move or at the start). Empty parts are left out. Example::
+    inventory, the last action and the game's reply to it (left out when it repeats the
+    location, e.g. after ``look``, a move or at the start). Empty parts are left out. The
+    last action keeps a step that changes nothing (``look``) from showing the very same
+    observation again. Example::
 
         Your task is to put the towel away.
 
         Location: You are in the bathroom. ...
         Inventory: a towel
+        Last action: take towel
         Last reply: You take the towel.
     """
     parts = [task.strip()] if task.strip() else []
@@ -87,6 +91,8 @@ def state_view(task: str, location: str, inventory: str, reply: str) -> str:
         lines.append(f"Location: {loc}")
     if items:
         lines.append("Inventory: " + ", ".join(items))
+    if action:
+        lines.append(f"Last action: {' '.join(action.split())}")
     if rep and not (loc and loc in rep):
         lines.append(f"Last reply: {rep}")
     if lines:

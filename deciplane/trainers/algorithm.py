@@ -156,6 +156,12 @@ class Algorithm(abc.ABC):
         """Optional behaviour-cloning warm start before RL; returns what it did (or None)."""
         return None
 
+    def eval_costs(self) -> dict[str, float]:
+        """Relative cost per episode of this algorithm's evaluations, for the time plan:
+        ``{"before": w0, "trained": w}`` against the first timed evaluation (1.0 each when
+        empty). E.g. an untrained policy that needs no forward costs 0."""
+        return {}
+
     def split_fingerprints(self) -> dict[str, str]:
         return {}
 

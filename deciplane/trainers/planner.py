@@ -22,7 +22,7 @@ import math
 
 
 def eval_episodes_that_fit(budget_s: float, eval_share: float, per_episode_s: float,
-                           evaluations: int, requested: int, minimum: int) -> int:
+                           evaluations: float, requested: int, minimum: int) -> int:
     """Episodes per evaluation such that ``evaluations`` evaluations of that many episodes,
     each costing ``per_episode_s``, take at most ``eval_share * budget_s``; clamped to
     ``[min(minimum, requested), requested]``."""

@@ -19,6 +19,7 @@ import torch
 
 from deciplane.agents.loading import load_policy
 from deciplane.agents.menu import MenuAgent
+from deciplane.agents.policy import decoder_layers
 from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.engine.trunk import first_trainable_layer, menu_update_logits, trunk_boundary
@@ -49,10 +50,13 @@ def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
 
 
 def greedy_agent(config: RLiDPPOConfig, policy: Any) -> MenuAgent:
-    """The held-out evaluation agent of a menu run: greedy decisions with the run's prompt
-    settings (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it)."""
-    return MenuAgent(policy, greedy=True, history=config.history,
-                     dedup=config.frozen_trunk != "full_forward", readout=config.readout)
+    """The held-out evaluation agent of a menu run with the run's prompt settings
+    (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it): greedy
+    decisions, or with ``eval.greedy: false`` sampled at the run's temperature (seeded by
+    the episode loop)."""
+    return MenuAgent(policy, greedy=config.eval.greedy, temperature=config.temperature,
+                     history=config.history, dedup=config.frozen_trunk != "full_forward",
+                     readout=config.readout)
 
 
 def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
@@ -325,12 +329,23 @@ class MenuPPO(Algorithm):
         return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
                                    collect_menu_episodes, model=self.policy.model)
 
+    def eval_costs(self) -> dict[str, float]:
+        """With the labels zero-shot timed first (a full forward per decision): the items
+        agent's forward stops at its head's layer (cost ~ layer / layers), and the
+        untrained head needs none."""
+        head = self.policy.item_head
+        if head is None or not self.config.eval.zero_shot_labels:
+            return {}
+        ratio = head.layer / len(decoder_layers(self.policy.model))
+        return {"before": 0.0 if head.is_constant() else ratio, "trained": ratio}
+
     def evaluate_labels(self, split: str) -> dict[str, float]:
-        """The same evaluation with RLiD's labels readout (greedy, the run's prompts) on the
+        """The same evaluation with RLiD's labels readout (the run's prompts) on the
         current weights: before training, the untrained model's zero-shot menu choice."""
         c = self.config
-        agent = MenuAgent(self.policy, greedy=True, history=c.history,
-                          dedup=c.frozen_trunk != "full_forward", readout="labels")
+        agent = MenuAgent(self.policy, greedy=c.eval.greedy, temperature=c.temperature,
+                          history=c.history, dedup=c.frozen_trunk != "full_forward",
+                          readout="labels")
         return self.suite.evaluate(agent, split, c.eval.episodes, collect_menu_episodes,
                                    model=self.policy.model)
 

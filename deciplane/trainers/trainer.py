@@ -202,11 +202,14 @@ class Trainer:
         their share of episodes)."""
         cfg = self.config
         warm = int(getattr(getattr(cfg, "bc", None), "episodes", 0) or 0) > 0
-        n = (1 + int(warm) + int(self._labels_baseline())) * int(cfg.eval.before) + 1
+        cost = self.algo.eval_costs()     # per episode, relative to the timed evaluation
+        before, trained = cost.get("before", 1.0), cost.get("trained", 1.0)
+        n = (before + trained * int(warm) + int(self._labels_baseline())) * int(cfg.eval.before)
+        n += trained
         if cfg.eval.every:
             during = (cfg.iterations - 1) // cfg.eval.every
             requested = cfg.eval.episodes or 1
-            n += during * min(1.0, (cfg.eval.during_episodes or requested) / requested)
+            n += trained * during * min(1.0, (cfg.eval.during_episodes or requested) / requested)
         return n
 
     def _labels_baseline(self) -> bool:
@@ -280,14 +283,14 @@ class Trainer:
         """Held-out metrics of the untrained policy, then the optional warm start (and, if
         there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
+        if cfg.eval.before and self._labels_baseline():   # first: the time plan times it
+            with self._phase("eval_zero_shot_labels"):
+                self.extra["zero_shot_labels"] = self._eval_splits(
+                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
         if cfg.eval.before:
             with self._phase("eval_before"):
                 self.extra["before"] = self._eval_splits(logger, "before training")
             logger.log(0, _eval_metrics(self.extra["before"]) | {"env_steps": 0})
-        if cfg.eval.before and self._labels_baseline():   # after: the plan is set by then
-            with self._phase("eval_zero_shot_labels"):
-                self.extra["zero_shot_labels"] = self._eval_splits(
-                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
         now = time.perf_counter()
         self._ws_box["t0"] = now

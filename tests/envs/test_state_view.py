@@ -22,6 +22,9 @@ def test_state_view_hand_built():
     # a reply that repeats the room (look, a move, the start) is left out
     assert "Last reply" not in state_view("T", "You are here.", "", "T You are here.")
     assert state_view("", "", "", "Hi.") == "Last reply: Hi."
+    # a step that changes nothing still shows a new observation: the last action
+    assert state_view("T", "Here.", "", "Here.", "look around") == \
+        "T\n\nLocation: Here.\nLast action: look around"
 
 
 def test_ambiguous_share_on_a_hand_built_trajectory():
@@ -62,7 +65,7 @@ def test_twx_state_view_has_the_room_and_the_inventory_after_take_and_move():
         assert taken.startswith("Your task is to")
         assert "Location: You are in the bedroom." in taken
         assert "Inventory: a white blanket" in taken
-        assert "Last reply: You take the white blanket." in taken
+        assert "Last action: take white blanket\nLast reply: You take the white blanket." in taken
         moved = seen[3]
         assert "Location: You are in the living room." in moved
         assert "Inventory: a white blanket" in moved

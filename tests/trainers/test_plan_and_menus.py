@@ -147,6 +147,8 @@ def test_quickstart_shape_with_tiny_model_runs_rl_within_a_small_budget(tmp_path
     run = tmp_path / "run"
     summary = run_training(REPO / "configs" / "quickstart_twx.yaml", run, overrides=[
         "model.name=deciplane/tiny", "model.threads=1", "progress=false",
+        "readout_layer=null", "model.finetune=lora", "model.lora_last_layers=1",
+        "eval.every=0", "bc.valid_fraction=0",
         "max_wall_time_s=150", "bc.episodes=8", "bc.epochs=50",
         "env.games_per_iteration=2", "env.group_size=2"])
     assert summary["iterations"] >= 1 and summary["optimizer_steps"] >= 1
@@ -155,11 +157,11 @@ def test_quickstart_shape_with_tiny_model_runs_rl_within_a_small_budget(tmp_path
     assert plan["eval_episodes"] is not None and 8 <= plan["eval_episodes"] <= 50
     ws = summary["warm_start"]
     assert ws["epochs_run"] < 50                      # the warm start's share stopped it
-    for k in ("model_load", "game_generation", "eval_before", "warm_start",
-              "eval_after_warm_start", "rollouts", "updates", "eval_final"):
+    for k in ("model_load", "game_generation", "eval_zero_shot_labels", "eval_before",
+              "warm_start", "eval_after_warm_start", "rollouts", "updates", "eval_final"):
         assert phases[k] > 0, k
-    stages = [summary["before"]["test"], summary["after_warm_start"]["test"],
-              summary["eval"]["test"]]
+    stages = [summary["zero_shot_labels"]["test"], summary["before"]["test"],
+              summary["after_warm_start"]["test"], summary["eval"]["test"]]
     assert len({tuple(s["episode_seeds"]) for s in stages}) == 1   # the same episodes
     for s in stages:
         assert s["episodes"] == plan["eval_episodes"]

@@ -123,7 +123,7 @@ class ALFWorldEnv(MenuTextEnv):
 
     ``observation="state"``: the task, ``Location:`` (the receptacle the agent last went
     to, or the room's overview before it moved), the inventory (what the agent holds, from
-    the game's facts) and ``Last reply:`` the game's feedback —
+    the game's facts), ``Last action:`` and ``Last reply:`` the game's feedback —
     :func:`deciplane.envs.menu_env.state_view`.
 
     ## Action
@@ -307,7 +307,7 @@ class ALFWorldEnv(MenuTextEnv):
             feedback = state.feedback
             if self.task_in_observation and self.observation == "feedback":
                 feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
-            self._observe(state, feedback)
+            self._observe(state, feedback, command)
             reward = float(bool(state["won"]) and not won_before)
         if invalid:
             self._invalid += 1
@@ -376,7 +376,7 @@ class ALFWorldEnv(MenuTextEnv):
             self._games.popitem(last=False)
         return hit
 
-    def _observe(self, state: Any, obs: str) -> None:
+    def _observe(self, state: Any, obs: str, command: str | None = None) -> None:
         self._state = state
         if self.observation == "state":
             reply = obs.split("Your task is to")[0].strip()
@@ -385,7 +385,7 @@ class ALFWorldEnv(MenuTextEnv):
             held = alfworld_inventory(state._facts)
             obs = state_view(f"Your task is to: {self._game.goal}.", where,
                              "Inventory: " + (", ".join(f"a {x}" for x in held) or "nothing"),
-                             "" if reply == self._room else reply)
+                             "" if reply == self._room else reply, command)
         self._obs = clean_observation(obs)
         self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
                         source=self.suite.names[self._game_index])

@@ -122,7 +122,7 @@ class TextWorldEnv(MenuTextEnv):
       every observation, so that the goal stays in every prompt built from it.
     * ``observation``: ``"feedback"`` (default: the game's reply) or ``"state"``: the
       objective, ``Location:`` (TextWorld's ``description``, the room as ``look`` prints
-      it), the inventory and ``Last reply:`` the game's reply
+      it), the inventory, ``Last action:`` and ``Last reply:`` the game's reply
       (:func:`deciplane.envs.menu_env.state_view`; TextWorld computes the first two without
       spending a move).
     * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
@@ -236,7 +236,7 @@ class TextWorldEnv(MenuTextEnv):
             score = int(state["score"] or 0)
             reward = float(score - self._score)
             self._score = score
-            self._observe(state, state.feedback)
+            self._observe(state, state.feedback, command)
         if invalid:
             self._invalid += 1
             reward += self.invalid_action_penalty
@@ -316,11 +316,11 @@ class TextWorldEnv(MenuTextEnv):
             self._env = None
             raise
 
-    def _observe(self, state: Any, obs: str) -> None:
+    def _observe(self, state: Any, obs: str, command: str | None = None) -> None:
         self._state = state
         if self.observation == "state":   # TextWorld runs look/inventory without a move
             obs = state_view(self._task, state["description"] or "", state["inventory"] or "",
-                             obs)
+                             obs, command)
         elif self.task_in_observation and self._task:
             obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)

@@ -68,8 +68,9 @@ class TextWorldExpressEnv(MenuTextEnv):
     X."``: where the agent is and what it holds are not in it.
 
     ``observation="state"``: the task, then ``Location:`` (the game's ``look`` text of the
-    current room), the inventory and ``Last reply:`` (the game's reply, left out when it
-    repeats the room's description) — :func:`deciplane.envs.menu_env.state_view`.
+    current room), the inventory, ``Last action:`` and ``Last reply:`` (the game's reply,
+    left out when it repeats the room's description) —
+    :func:`deciplane.envs.menu_env.state_view`.
 
     ## Action
 
@@ -292,7 +293,7 @@ class TextWorldExpressEnv(MenuTextEnv):
             score = float(state["score"])
             reward = score - self._score
             self._score = score
-            self._observe(state)
+            self._observe(state, command)
         return self._end_step(reward, self._won or self._lost, invalid, rejected)
 
     def close(self) -> None:
@@ -353,14 +354,14 @@ class TextWorldExpressEnv(MenuTextEnv):
                               "in that range or change split=")
         return self.seeds.index(int(value))
 
-    def _observe(self, state: dict[str, Any]) -> None:
+    def _observe(self, state: dict[str, Any], command: str | None = None) -> None:
         self._won = bool(state.get("tasksuccess"))
         self._lost = bool(state.get("taskfailure"))
         text = str(state["observation"])
         self._text = text
         if self.observation == "state":
             text = state_view(self._task, str(state.get("look") or ""),
-                              str(state.get("inventory") or ""), text)
+                              str(state.get("inventory") or ""), text, command)
         elif self.task_in_observation and self._task:
             text = f"{self._task}\n\n{text}"
         self._obs = clean_observation(text)
