@@ -24,6 +24,10 @@ configuration key) as soon as it is done, and configurations already there are s
     python benchmarks/learnability.py --fold valid --configs feedback:labels:6,state:items@24:6,state:items:6
     python benchmarks/learnability.py --game simonsays --game-params "" --configs feedback:items@24:6
 
+``--probe-layers 12,15,18,21,24,30`` instead fits a fresh item head on *frozen* features of
+each listed layer (one feature pass per view, full-batch AdamW, the step with the lowest
+NLL on the early-stopping slice kept): which layer to read, cheaply (entries ``probe/...``).
+
 A configuration is ``VIEW:READOUT:LORA`` — VIEW ``feedback`` | ``state``; READOUT
 ``labels`` | ``items`` (the head reads the final output) | ``items@L`` (the input of decoder
 layer L); LORA the number of last layers with adapters (``0``: none, only an item head
@@ -350,7 +354,7 @@ def main(argv=None) -> int:
     if args.probe_layers:
         layers = [int(x) for x in args.probe_layers.split(",")]
         for view in args.probe_views.split(","):
-            prefix = f"{args.game}[{args.game_params}]/{args.fold}/"
+            prefix = f"probe/{args.game}[{args.game_params}]/{args.fold}/"
             if all(f"{prefix}{view}:items@{layer}:0" in results for layer in layers):
                 continue
             for key, r in probe(args, view, layers).items():

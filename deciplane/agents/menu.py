@@ -71,7 +71,8 @@ class MenuAgent:
             forward; add one with :meth:`Policy.add_item_head`).
         keep_readout: with ``readout="items"``, keep each decision's readout-layer states
             (``Decision.readout_hidden``); a trainer sets it when the head reads a frozen
-            layer, so its update runs the head alone.
+            layer, so its update runs the head alone. With the items readout every forward
+            stops at the head's layer (:attr:`early_exit`).
 
     ``update_logits``: when set (by a trainer, :func:`deciplane.engine.trunk.menu_update_logits`),
     :meth:`menu_log_probs` takes its last-position logits ``(B, V)`` from it instead of a
@@ -129,9 +130,6 @@ class MenuAgent:
     # ---- prompts -------------------------------------------------------------------------------
     def prompt(self, observation: str, menu: Menu, history: Sequence[tuple[str, str]] | None = None) -> str:
         """The full prompt text, ending with the answer cue."""
-        if len(menu) == 0:
-            raise EmptyMenu("the menu is empty: the agent needs at least one legal action; "
-                            "check that the environment episode has not ended")
         return self._prompt_and_spans(observation, menu, history)[0]
 
     def _needs_no_forward(self) -> bool:

@@ -253,6 +253,9 @@ class Trainer:
 
         def on_bc_epoch(done: int, total: int, loss: float) -> bool:
             now = time.perf_counter()
+            if done == 0:   # the epochs start: an epoch's time excludes the collection
+                ws["t_last"] = now
+                return True
             last = now - ws.get("t_last", ws.get("t0", now))
             ws["t_last"] = now
             ws["epochs"] = done

@@ -113,8 +113,10 @@ def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
     ``lr`` over ``params`` as one group, gradient clipping) per micro-batch of
     ``loss_fn(indices)`` (a mean over the micro-batch); returns the losses.
 
-    ``on_epoch(done, epochs, mean_loss)``, if given, is called after every epoch; returning
-    ``False`` stops the warm start there (the trainer's time plan).
+    ``on_epoch(done, epochs, mean_loss)``, if given, is called once with ``done=0`` before
+    the first epoch (the epochs start: their timing must not include collecting the expert
+    episodes) and after every epoch; returning ``False`` after an epoch stops the warm start
+    there (the trainer's time plan).
 
     ``validate()``, if given, scores the current weights on held-out data (higher is
     better) before the first epoch and after each one; training stops once it has not
@@ -137,6 +139,8 @@ def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
         losses.append(float(loss.detach()))
         return MicroLoss(task=loss)
 
+    if on_epoch is not None:   # epoch 0: the epochs start now (timing starts here)
+        on_epoch(0, epochs, float("nan"))
     for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen).tolist()
         first = len(losses)
