@@ -38,6 +38,10 @@ GAME_PARAMS: dict[str, tuple[str, ...]] = {
 }
 """Parameters each game accepts (``game_params=``); their ranges are checked by the game."""
 
+LOOK_IS_IDLE = frozenset({"twc", "coin", "cookingworld", "mapreader"})
+"""Games where ``look around`` changes nothing (the expert skips it; twc's gold path starts
+with one). In Simon Says and the puzzle games any action can be the one asked for."""
+
 SPLIT_TO_FOLD = {"train": "train", "valid": "dev", "test": "test"}
 """deciplane split -> TextWorld-Express ``gameFold`` (the official folds)."""
 
@@ -254,10 +258,9 @@ class TextWorldExpressEnv(MenuTextEnv):
             raise GameError(f"TextWorld-Express could not generate {self.game} seed "
                             f"{self.seeds[index]}: {state['observation']}")
         self._task = str(self._server.getTaskDescription())
-        # "look around" never changes a TextWorld-Express state: the gold path's looks
-        # (its first action in twc) are dropped, so the expert does not waste a step
-        self._gold = [str(a) for a in self._server.getGoldActionSequence()
-                      if str(a) != "look around"] if self.expert else []
+        self._gold = [str(a) for a in self._server.getGoldActionSequence()] if self.expert else []
+        if self.game in LOOK_IS_IDLE:   # its gold path's looks only waste a step
+            self._gold = [a for a in self._gold if a != "look around"]
         if self.expert and not self._gold:
             raise GameError(f"TextWorld-Express found no gold path for {self.game} seed "
                             f"{self.seeds[index]} ({self.game_params or 'default params'}); "
