@@ -211,11 +211,21 @@ def truncated_decoder(model: nn.Module, upto: int, *, detach: bool = True
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder = base.model
     seen: list[torch.Tensor] = []
-    old_layers, old_norm = decoder.layers, decoder.norm
-    decoder.layers = nn.ModuleList(list(old_layers)[:upto])
-    decoder.norm = _Recorder(seen, detach)
-    try:
+    with narrowed_decoder(decoder, nn.ModuleList(list(decoder.layers)[:upto]), _Recorder(seen, detach)):
         yield seen
+
+
+@contextlib.contextmanager
+def narrowed_decoder(decoder: nn.Module, layers: nn.ModuleList, norm: nn.Module | None = None
+                     ) -> Iterator[None]:
+    """While active, ``decoder`` runs ``layers`` instead of its own (and ``norm`` instead of
+    its final norm, if given); the model's own mask and position code runs as usual."""
+    old_layers, old_norm = decoder.layers, decoder.norm
+    decoder.layers = layers
+    if norm is not None:
+        decoder.norm = norm
+    try:
+        yield
     finally:
         decoder.layers, decoder.norm = old_layers, old_norm
 

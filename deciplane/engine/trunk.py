@@ -17,14 +17,13 @@ identity), so all of the model's own mask and position code runs as usual.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn
 
 from deciplane.agents.menu import _cache_kwarg, _common_prefix_len
-from deciplane.agents.policy import left_pad, position_ids_from_mask
+from deciplane.agents.policy import left_pad, narrowed_decoder as _layers, position_ids_from_mask
 from deciplane.errors import ConfigError
 from deciplane.types import Decision
 
@@ -61,19 +60,6 @@ def check_trunk_frozen(model: nn.Module, boundary: int) -> None:
         raise ConfigError(f"frozen-trunk caching at layer {boundary}: a parameter below it is "
                           "trainable (embeddings or a lower layer); use a boundary <= "
                           f"{first_trainable_layer(model)} or freeze those parameters")
-
-
-@contextlib.contextmanager
-def _layers(decoder: nn.Module, layers: nn.ModuleList, norm: nn.Module | None = None
-            ) -> Iterator[None]:
-    old_layers, old_norm = decoder.layers, decoder.norm
-    decoder.layers = layers
-    if norm is not None:
-        decoder.norm = norm
-    try:
-        yield
-    finally:
-        decoder.layers, decoder.norm = old_layers, old_norm
 
 
 @torch.no_grad()
