@@ -134,12 +134,8 @@ def decide(agent, states, batch: int = 8):
 
 
 def agreement(agent, decs, targets, batch: int = 16) -> float:
-    hits = 0
-    with torch.no_grad():
-        for s in range(0, len(decs), batch):
-            lps = agent.menu_log_probs(decs[s:s + batch])
-            hits += sum(int(lp.argmax()) == t for lp, t in zip(lps, targets[s:s + batch]))
-    return hits / max(1, len(decs))
+    """Greedy agreement with the expert (the trainer's own measure)."""
+    return expert_fit(agent, decs, targets, batch)[1]
 
 
 def success(args, agent, view: str, split: str, games: int) -> tuple[int, int]:
