@@ -70,9 +70,13 @@ def make_env(args, split: str, view: str, expert: bool) -> gym.Env:
                     observation=view, max_episode_steps=args.max_steps)
 
 
-def expert_states(args, split: str, view: str, episodes: int, first_game: int):
-    """``(observation, menu, history, expert index)`` of every state the expert visits."""
+def expert_states(args, split: str, view: str, episodes: int, first_game: int,
+                  noise: float = 0.0):
+    """``(observation, menu, history, expert index)`` of every state the expert visits;
+    with ``noise``, each step plays a random legal action with that probability (the label
+    stays the expert's: the trainer's ``bc.noise``)."""
     env = make_env(args, split, view, expert=True)
+    rng = random.Random(first_game + 7919 * episodes)
     out = []
     try:
         for g in range(first_game, first_game + episodes):
@@ -82,6 +86,8 @@ def expert_states(args, split: str, view: str, episodes: int, first_game: int):
             while not done and info.get("expert_action") is not None:
                 k = int(info["expert_action"])
                 out.append((obs, info["menu"], list(hist), k))
+                if rng.random() < noise:
+                    k = rng.randrange(len(info["menu"]))
                 hist.append((obs, info["menu"][k]))
                 obs, _, term, trunc, info = env.step(k)
                 done = term or trunc
@@ -164,7 +170,7 @@ def run_config(args, key: str) -> dict:
     readout, layer = (readout_spec.split("@") + [None])[:2]
     layer = None if layer is None else int(layer)
     t0, c0 = time.perf_counter(), time.process_time()
-    train = expert_states(args, "train", view, args.train_episodes, 0)
+    train = expert_states(args, "train", view, args.train_episodes, 0, args.bc_noise)
     held = expert_states(args, args.fold, view, args.eval_episodes, 0)
     policy, agent = build(args, view, readout, layer, lora, args.seed)
     dtrain, dheld = decide(agent, train), decide(agent, held)
@@ -211,6 +217,9 @@ def run_config(args, key: str) -> dict:
             for n, t in best["state"].items():
                 named[n].copy_(t)
     agree = agreement(agent, dheld, held_targets)
+    by_verb: dict[str, list[int]] = {}
+    for d, (_, menu, _, k) in zip(decide(agent, held), held):
+        by_verb.setdefault(menu[k].split()[0], []).append(int(d.index == k))
     won, played = success(args, agent, view, args.fold, args.success_games) \
         if args.success_games else (0, 0)
     lo, hi = wilson_interval(round(agree * len(dheld)), len(dheld))
@@ -220,6 +229,9 @@ def run_config(args, key: str) -> dict:
             "lora_last_layers": lora, "history": HISTORY[view], "train_decisions": len(fit_d), "stop_decisions": len(stop_d),
             "eval_decisions": len(dheld), "zero_shot_agreement": round(zero_shot, 4),
             "agreement": round(agree, 4), "agreement_ci95": [round(lo, 4), round(hi, 4)],
+            "agreement_by_verb": {v: [round(sum(x) / len(x), 3), len(x)]
+                                  for v, x in sorted(by_verb.items())},
+            "bc_noise": args.bc_noise, "max_steps": args.max_steps,
             "best_epoch": best["epoch"], "curve": curve,
             "success": won, "success_games": played, "success_ci95": [round(slo, 4), round(shi, 4)],
             "ambiguity_train": round(ambiguous_share([(o, m.actions, m[k]) for o, m, _, k in train]), 4),
@@ -336,6 +348,10 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--lr-head", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bc-noise", type=float, default=0.0,
+                    help="probability of a random action in the train fold's expert episodes")
+    ap.add_argument("--variant", default="",
+                    help="a tag appended to the result keys (e.g. what changed in the env)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="benchmarks/results/learnability.json")
     ap.add_argument("--probe-layers", default="",
@@ -362,6 +378,8 @@ def main(argv=None) -> int:
         return 0
     for key in args.configs.split(","):
         rkey = f"{args.game}[{args.game_params}]/{args.fold}/{key}"
+        if args.variant:
+            rkey += f"/{args.variant}"
         if rkey in results:
             print(f"{rkey}: done already, skipped")
             continue

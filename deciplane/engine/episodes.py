@@ -23,6 +23,8 @@ is reproducible from ``(seed, iteration)`` and the current weights alone.
 
 from __future__ import annotations
 
+import random
+
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -183,10 +185,18 @@ def collect_menu_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Se
 
 
 def collect_expert_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Sequence[int],
-                            max_steps: int, seed: int) -> tuple[list[Trajectory], RolloutStats]:
+                            max_steps: int, seed: int, noise: float = 0.0
+                            ) -> tuple[list[Trajectory], RolloutStats]:
     """Episodes that follow the env expert (``info["expert_action"]``), one per reset seed,
     recording the agent's Decision record of every visited state (for behaviour cloning:
-    the target is ``Turn.expert_index``)."""
+    the target is ``Turn.expert_index``).
+
+    ``noise`` > 0: at each step, with that probability, a uniformly random legal action is
+    played instead of the expert's (the label stays the expert's choice) — the data then
+    shows how the expert recovers from a mistake (DART-style noise injection, Laskey et
+    al. 2017). A state where the expert has no action (off a fixed gold path) is played at
+    random and recorded without a label (``expert_index=None``)."""
+    rng = random.Random(seed)
 
     def act(slots: list[_Slot], live: list[int], turn_seed: int) -> list[int]:
         sl = [slots[i] for i in live]
@@ -194,13 +204,14 @@ def collect_expert_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: 
                               histories=[list(s.history) for s in sl], seed=turn_seed)
         out = []
         for s, d in zip(sl, decisions):
-            if s.expert is None:
+            if s.expert is None and noise <= 0:
                 raise KeyError("behaviour cloning needs info['expert_action']; build the env "
                                "with expert=True (TextWorld-v0) or disable the warm start")
-            e = int(s.expert)
-            s.turns.append(Turn(observation=s.obs, action=s.menu[e], reward=0.0, decision=d,
-                                expert_index=e))
-            out.append(e)
+            e = None if s.expert is None else int(s.expert)
+            played = e if e is not None and rng.random() >= noise else rng.randrange(len(s.menu))
+            s.turns.append(Turn(observation=s.obs, action=s.menu[played], reward=0.0,
+                                decision=d, expert_index=e))
+            out.append(played)
         return out
 
     return _episodes(vec, reset_seeds, 1, max_steps, act, "x", seed)

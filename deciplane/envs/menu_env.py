@@ -66,17 +66,19 @@ def check_observation_view(view: str) -> str:
 
 
 def state_view(task: str, location: str, inventory: str, reply: str,
-               action: str | None = None) -> str:
+               action: str | None = None, score: float | None = None) -> str:
     """The ``state`` observation: the task, the current location's description, the
-    inventory, the last action and the game's reply to it (left out when it repeats the
-    location, e.g. after ``look``, a move or at the start). Empty parts are left out. The
-    last action keeps a step that changes nothing (``look``) from showing the very same
-    observation again. Example::
+    inventory, the game's score (when given: the player sees it in the game's status line;
+    it says whether the last action counted), the last action and the game's reply to it
+    (left out when it repeats the location, e.g. after ``look``, a move or at the start).
+    Empty parts are left out. The last action keeps a step that changes nothing (``look``)
+    from showing the very same observation again. Example::
 
         Your task is to put the towel away.
 
         Location: You are in the bathroom. ...
         Inventory: a towel
+        Score: 0.5
         Last action: take towel
         Last reply: You take the towel.
     """
@@ -91,6 +93,8 @@ def state_view(task: str, location: str, inventory: str, reply: str,
         lines.append(f"Location: {loc}")
     if items:
         lines.append("Inventory: " + ", ".join(items))
+    if score is not None:
+        lines.append(f"Score: {round(float(score), 3):g}")
     if action:
         lines.append(f"Last action: {' '.join(action.split())}")
     if rep and not (loc and loc in rep):

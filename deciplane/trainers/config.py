@@ -184,8 +184,12 @@ class BCConfig:
     """Share of the expert episodes held out (whole episodes) to stop the warm start early: after each epoch the menu agent's mean negative log-likelihood of the expert's choices on them is measured; training stops once it has not improved for `patience` epochs and the best weights are kept (`epochs` is then the most it may run). 0 = no held-out slice, all `epochs` run."""
     patience: int = 3
     """Epochs without a better held-out score before the warm start stops (valid_fraction > 0)."""
+    noise: float = 0.0
+    """Probability that a step of an expert episode plays a uniformly random legal action instead of the expert's (the label stays the expert's): the data then holds the expert's recoveries from mistakes (DART-style). Needs an expert with an action in every state (TextWorld-Express twc's replanning expert, TextWorld's planner); with a gold path only, states off it are played at random and left out of the data."""
 
     def check(self, prefix: str = "") -> None:
+        if not 0.0 <= self.noise < 1.0:
+            raise ConfigError(f"{prefix}noise = {self.noise} must be in [0, 1)")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ConfigError(f"{prefix}valid_fraction = {self.valid_fraction} must be in [0, 1)")
         if self.patience < 1:
@@ -315,6 +319,9 @@ class RLiDPPOConfig(TrainConfig):
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.bc.noise:
+            raise ConfigError("bc.noise is for the menu agent (algorithm: rlid_ppo): the text "
+                              "agent's warm start clones the command played, so set bc.noise: 0")
         if self.model.finetune == "head" and self.readout != "items":
             raise ConfigError("model.finetune=head trains only the item head: set readout: items")
         if self.readout_rank < 1:

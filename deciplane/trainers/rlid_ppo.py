@@ -283,14 +283,15 @@ class MenuPPO(Algorithm):
         seed = iteration_seed(c.seed, -1, "bc")
         self.policy.model.eval()
         trajs, stats = collect_bc_episodes(self.suite, self.agent, c.bc.episodes,
-                                           c.env.max_episode_steps, seed)
+                                           c.env.max_episode_steps, seed, noise=c.bc.noise)
         self.policy.model.train()
         n_valid = bc_valid_episodes(len(trajs), c.bc.valid_fraction)
-        fit, held = trajs[:len(trajs) - n_valid], trajs[len(trajs) - n_valid:]
-        decs = [t.decision for tr in fit for t in tr.turns]
-        targets = [t.expert_index for tr in fit for t in tr.turns]
-        held_decs = [t.decision for tr in held for t in tr.turns]
-        held_targets = [t.expert_index for tr in held for t in tr.turns]
+        labelled = [[t for t in tr.turns if t.expert_index is not None] for tr in trajs]
+        fit, held = labelled[:len(trajs) - n_valid], labelled[len(trajs) - n_valid:]
+        decs = [t.decision for turns in fit for t in turns]
+        targets = [t.expert_index for turns in fit for t in turns]
+        held_decs = [t.decision for turns in held for t in turns]
+        held_targets = [t.expert_index for turns in held for t in turns]
         params = [p for g in optimizer.param_groups for p in g["params"]]
 
         def loss_fn(part: list[int]) -> torch.Tensor:

@@ -57,17 +57,19 @@ def text_bc_loss(policy: Any, prompt_ids: list[torch.Tensor], target_ids: list[t
     return token_nll(fwd.logp, fwd.mask)
 
 
-def collect_bc_episodes(suite: EnvSuite, agent: Any, episodes: int, max_steps: int, seed: int
-                        ) -> tuple[list[Trajectory], Any]:
+def collect_bc_episodes(suite: EnvSuite, agent: Any, episodes: int, max_steps: int, seed: int,
+                        noise: float = 0.0) -> tuple[list[Trajectory], Any]:
     """``episodes`` expert-played training episodes (``collect_expert_episodes``), drawn in
     chunks of the rollout vector env's size; each turn's ``decision`` is what ``agent``
-    returned in that state, ``action`` the expert's command. Returns ``(trajs, stats)``."""
+    returned in that state, ``action`` the command played (the expert's, unless ``noise``
+    played a random one: the label is then ``expert_index``). Returns ``(trajs, stats)``."""
     trajs: list[Trajectory] = []
     stats = None
     while len(trajs) < episodes:
         vec, seeds = suite.train_batch(seed + len(trajs), episodes="rollout")
         with torch.no_grad():
-            part, st = collect_expert_episodes(agent, vec, seeds, max_steps, seed + len(trajs))
+            part, st = collect_expert_episodes(agent, vec, seeds, max_steps, seed + len(trajs),
+                                               noise=noise)
         trajs += part[:episodes - len(trajs)]
         stats = st if stats is None else stats.merge(st)
     return trajs, stats

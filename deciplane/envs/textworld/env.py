@@ -320,7 +320,7 @@ class TextWorldEnv(MenuTextEnv):
         self._state = state
         if self.observation == "state":   # TextWorld runs look/inventory without a move
             obs = state_view(self._task, state["description"] or "", state["inventory"] or "",
-                             obs, command)
+                             obs, command, score=state.get("score"))
         elif self.task_in_observation and self._task:
             obs = f"{self._task}\n\n{obs}"
         self._obs = clean_observation(obs)

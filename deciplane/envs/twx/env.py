@@ -18,6 +18,7 @@ from deciplane.envs.menu_env import (MAX_RAW_COMMAND_CHARS, MenuTextEnv,
                                      normalize_command, state_view)
 from deciplane.envs.spaces import check_text_action
 from deciplane.envs.twx.java import require_java
+from deciplane.envs.twx.twc_expert import TwcPlanner, room_of
 from deciplane.errors import ConfigError, GameError
 
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays",
@@ -41,6 +42,10 @@ GAME_PARAMS: dict[str, tuple[str, ...]] = {
 LOOK_IS_IDLE = frozenset({"twc", "coin", "cookingworld", "mapreader"})
 """Games where ``look around`` changes nothing (the expert skips it; twc's gold path starts
 with one). In Simon Says and the puzzle games any action can be the one asked for."""
+
+REPLANNED = frozenset({"twc"})
+"""Games with a replanning expert (:class:`deciplane.envs.twx.twc_expert.TwcPlanner`): the
+expert has an action for every state, not only on the gold path."""
 
 SPLIT_TO_FOLD = {"train": "train", "valid": "dev", "test": "test"}
 """deciplane split -> TextWorld-Express ``gameFold`` (the official folds)."""
@@ -72,8 +77,9 @@ class TextWorldExpressEnv(MenuTextEnv):
     X."``: where the agent is and what it holds are not in it.
 
     ``observation="state"``: the task, then ``Location:`` (the game's ``look`` text of the
-    current room), the inventory, ``Last action:`` and ``Last reply:`` (the game's reply,
-    left out when it repeats the room's description) —
+    current room), the inventory, ``Score:`` (the game's normalised score: a wrong ``put``
+    takes back the credit of its ``take``), ``Last action:`` and ``Last reply:`` (the
+    game's reply, left out when it repeats the room's description) —
     :func:`deciplane.envs.menu_env.state_view`.
 
     ## Action
@@ -123,15 +129,21 @@ class TextWorldExpressEnv(MenuTextEnv):
     ``menu_page`` and ``menu_pages`` (0 and 1 unless the menu is paged) and, with
     ``expert=True``, ``expert_action`` and ``expert_command``.
 
-    The expert is TextWorld-Express's gold path, computed once at ``reset`` (its entries
-    that are not valid when reached, which the game would ignore, are skipped): while every
-    valid action taken so far follows it, ``expert_action`` is the menu index of its next
-    action (it follows the menu order) and ``expert_command`` that action (in a paged menu,
-    the page turn while the action is on another page); once an action leaves the path (or
-    the path is used up, or the episode is over) both are ``None`` — the package cannot
-    replan from an arbitrary state, so distillation and behaviour cloning must use only the
-    states where ``expert_action`` is not ``None``. Invalid moves change nothing and keep
-    the path.
+    The expert: ``expert_action`` is the menu index of its next action (it follows the
+    menu order) and ``expert_command`` that action (in a paged menu, the page turn while
+    the action is on another page); both are ``None`` when the expert has nothing to say.
+    In **twc** it replans from any state (:class:`deciplane.envs.twx.twc_expert.TwcPlanner`:
+    the gold path, replayed once at ``reset``, says where each object goes and how the
+    rooms connect; the commands taken since say where everything is now), so it has an
+    action after a wrong put or a take-back too, and never a longer route than the gold
+    path (which wanders between rooms in larger games). In the other games it is
+    TextWorld-Express's gold path, computed once at ``reset`` (its entries that are not
+    valid when reached, which the game would ignore, are skipped): while every valid action
+    taken so far follows it, the expert plays its next action; once an action leaves the
+    path (or the path is used up, or the episode is over) both are ``None`` — the package
+    cannot replan from an arbitrary state, so distillation and behaviour cloning use only
+    the states where ``expert_action`` is not ``None``. Invalid moves change nothing and
+    keep the path.
 
     ## Arguments
 
@@ -148,7 +160,7 @@ class TextWorldExpressEnv(MenuTextEnv):
       the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
-      reset), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
+      reset, twc's replay of it a few ms more), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
       ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
       see Action), ``observation`` (``"feedback"`` or ``"state"``, see Observation).
     """
@@ -222,6 +234,8 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._gold: list[str] = []
         self._gold_pos = 0
         self._on_path = False
+        self._planner: TwcPlanner | None = None
+        self._look = ""
 
     # ---- gymnasium API ------------------------------------------------------------------
 
@@ -266,6 +280,9 @@ class TextWorldExpressEnv(MenuTextEnv):
                             f"{self.seeds[index]} ({self.game_params or 'default params'}); "
                             "use expert=False or other game_params")
         self._gold_pos, self._on_path = 0, self.expert
+        self._planner = None
+        if self.expert and self.game in REPLANNED:
+            state = self._learn_from_gold(state, self.seeds[index])
         self._score, self._steps, self._invalid, self._done = 0.0, 0, 0, False
         self._observe(state)
         return self._obs, self._info(invalid=False)
@@ -287,6 +304,7 @@ class TextWorldExpressEnv(MenuTextEnv):
             reward = self.invalid_action_penalty
         elif not self._view.turn_page(index):  # a page turn does not act in the game
             command = menu.actions[index]
+            before = room_of(self._look)
             if self._on_path:
                 if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
                     self._gold_pos += 1
@@ -297,6 +315,8 @@ class TextWorldExpressEnv(MenuTextEnv):
             reward = score - self._score
             self._score = score
             self._observe(state, command)
+            if self._planner is not None:
+                self._planner.observe(command, before, room_of(self._look))
         return self._end_step(reward, self._won or self._lost, invalid, rejected)
 
     def close(self) -> None:
@@ -360,11 +380,13 @@ class TextWorldExpressEnv(MenuTextEnv):
     def _observe(self, state: dict[str, Any], command: str | None = None) -> None:
         self._won = bool(state.get("tasksuccess"))
         self._lost = bool(state.get("taskfailure"))
+        self._look = str(state.get("look") or "")
         text = str(state["observation"])
         self._text = text
         if self.observation == "state":
             text = state_view(self._task, str(state.get("look") or ""),
-                              str(state.get("inventory") or ""), text, command)
+                              str(state.get("inventory") or ""), text, command,
+                              score=float(state.get("score") or 0.0))
         elif self.task_in_observation and self._task:
             text = f"{self._task}\n\n{text}"
         self._obs = clean_observation(text)
@@ -373,20 +395,34 @@ class TextWorldExpressEnv(MenuTextEnv):
                         hint=", game_params that make smaller games,",
                         cap=self.action_mode == "menu")
 
+    def _learn_from_gold(self, state: dict[str, Any], game_seed: int) -> dict[str, Any]:
+        """Replay the gold path once (recording the room before each command) to build the
+        replanning expert, then generate the same game again: the episode starts as before."""
+        rooms = [room_of(str(state.get("look") or ""))]
+        for command in self._gold:
+            after = _loads(self._server.stepJSON(command))
+            rooms.append(room_of(str(after.get("look") or "")) or rooms[-1])
+        self._planner = TwcPlanner(self._gold, rooms)
+        return _loads(self._server.generateNewGameJSON(game_seed, self.fold, self.expert))
+
     def _expert(self) -> tuple[int | None, str | None]:
-        """The next gold action and its menu index. Gold-path entries that are not valid in
-        the current state are skipped: TextWorld-Express's gold agents sometimes repeat an
-        action that is already done (``open kitchen cupboard`` twice), which the game
-        answers as an invalid step that changes nothing."""
-        if not self._on_path or self._won or self._lost:
+        """The next expert action and its menu index: the gold path while every action so
+        far followed it, then (twc) the replanning expert. Gold-path entries that are not
+        valid in the current state are skipped: TextWorld-Express's gold agents sometimes
+        repeat an action that is already done (``open kitchen cupboard`` twice), which the
+        game answers as an invalid step that changes nothing."""
+        if self._won or self._lost:
             return None, None
         gold, view = self._gold, self._view
-        while self._gold_pos < len(gold):
+        while self._on_path and self._planner is None and self._gold_pos < len(gold):
             choice = view.expert_choice(gold[self._gold_pos])
             if choice is not None:
                 return choice
             self._gold_pos += 1
-        return None, None
+        if self._planner is None:
+            return None, None
+        command = self._planner.next_command(self._look, view.actions)
+        return (None, None) if command is None else view.expert_choice(command) or (None, None)
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         view = self._view
