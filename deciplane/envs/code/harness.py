@@ -160,8 +160,8 @@ with open("candidate.py", encoding="utf-8") as _f:
 _ns = {"__name__": "candidate"}
 try:
     _code = compile(_src, "candidate.py", "exec")
-except (SyntaxError, ValueError):
-    _send(("define_error", 0, "SyntaxError"))
+except (SyntaxError, ValueError) as _exc:
+    _send(("compile_error", 0, _name(_exc)))
     os._exit(0)
 try:
     _arm(True)
@@ -285,6 +285,8 @@ def _ready():
     if kind == "define_timeout":
         return "timeout", "!timeout"
     name = value if type(value) is str else "?"
+    if kind == "compile_error":
+        return "syntax_error", "!define:" + name
     if kind == "define_error":
         return ({"SyntaxError": "syntax_error", "MemoryError": "memory",
                  "SystemExit": "exited"}.get(name, "runtime_error"), "!define:" + name)
