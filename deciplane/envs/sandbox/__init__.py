@@ -251,7 +251,13 @@ class Sandbox:
                    collect_files: list[str] | None,
                    channel: tuple[int, ...] = ()) -> SandboxResult:
         drop = _bwrap.drops_privileges() if self.backend == "bwrap" else os.getuid() == 0
-        scratch = make_scratch(code, files, owner=NOBODY if drop else None)
+        try:
+            scratch = make_scratch(code, files, owner=NOBODY if drop else None)
+        except BaseException:
+            for fd in channel:  # handed over: closed whatever happens
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
         jail = None
         rfd = wfd = scfd = argfd = -1
         try:
