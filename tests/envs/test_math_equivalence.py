@@ -2,8 +2,9 @@
 math-verify's upstream tests cover, each expected answer worked out by hand.
 
 Agreement with math-verify's own upstream parametrised cases (269 cases of
-github:huggingface/Math-Verify tests/, math-verify 0.9.0, measured once by hand with a
-script outside the repository): see docs/reliability.md.
+github:huggingface/Math-Verify tests/ at 5d148cf, math-verify 0.9.0), committed as data in
+``math_verify_upstream_cases.json`` and checked by ``test_agrees_with_math_verify_upstream_cases``;
+see docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 
 import pytest
 
-from deciplane.envs.math.verify import read_plain_number, verify_many, verify_math
+from deciplane.envs.math.verify import (join_digit_groups, read_plain_number, verify_many,
+                                       verify_math)
 from deciplane.errors import ConfigError
 
 # (prediction, gold, equivalent?)
@@ -66,6 +68,26 @@ TABLE = {
         ("\\boxed{3\\,\\text{meters}}", "3", True),
         ("\\boxed{12 \\text{ cm}}", "13", False),
     ],
+    "digit groups in LaTeX (issue 24: never a product or a concatenation)": [
+        ("$\\boxed{10\\,000}$", "0", False),          # math-verify alone: 10*000 = 0
+        ("$\\boxed{10\\,000}$", "10000", True),
+        ("$\\boxed{7 200}$", "207", False),             # math-verify alone: "7" "200" -> 207
+        ("$\\boxed{7 200}$", "7200", True),
+        ("$\\boxed{1\\,000\\,000}$", "1000000", True),
+        ("$\\boxed{1\\,000\\,000}$", "0", False),
+        ("10\\ 000", "10000", True), ("10~000", "10000", True),
+        ("10\u2009000", "10000", True), ("10\u202f000", "10000", True),
+        ("$12\\,345.5$", "12345.5", True),
+        ("$\\boxed{10\\,000}$", "10\\,000", True),       # the gold is read the same way
+        ("$\\boxed{3{,}000}$", "3000", True),             # {,}: math-verify's own comma rule
+        ("$\\boxed{3{,}000}$", "3", False),
+        ("$\\boxed{2\\,\\text{m}}$", "2", True),          # a thin space before a unit
+        # not a digit group (single digits): left to math-verify, which reads it as
+        # neither 2*3 nor 23; we do not guess either way
+        ("$\\boxed{2\\,3}$", "6", False),
+        ("$\\boxed{2\\,3}$", "23", False),
+        ("3.141 592", "3.141592", False),             # grouped decimals: unchanged
+    ],
     "long text around a boxed answer": [
         ("Let me think. " * 200 + "First 3 + 4 = 7, then 7 * 2 = 14. So the answer is "
          "$\\boxed{14}$. I double-checked: 14 is right.", "14", True),
@@ -99,6 +121,19 @@ def test_read_plain_number(text, number):
     assert read_plain_number(text) == number
 
 
+@pytest.mark.parametrize("text,joined", [
+    ("$\\boxed{10\\,000}$", "$\\boxed{10000}$"), ("7 200", "7200"),
+    ("1\\,000\\,000", "1000000"), ("10\\ 000", "10000"), ("10~000", "10000"),
+    ("10\u2009000", "10000"), ("1 000 000 and 7 200", "1000000 and 7200"),
+    ("12\\,345.5", "12345.5"),
+    ("2\\,3", "2\\,3"), ("10 00", "10 00"), ("3.141 592", "3.141 592"), ("0 500", "0 500"),
+    ("1234 567", "1234 567"), ("10 0000", "10 0000"), ("3{,}000", "3{,}000"),
+    ("10\\,000 000", "10000 000"),                      # one separator kind per number
+])
+def test_join_digit_groups(text, joined):
+    assert join_digit_groups(text) == joined
+
+
 @pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, "5", None, True])
 def test_bad_timeout_is_a_config_error(timeout):
     with pytest.raises(ConfigError, match="timeout_s must be a finite number"):
@@ -122,3 +157,33 @@ def test_options():
         verify_math("1", "1", float_rounding=-1)
     with pytest.raises(ConfigError, match="targets"):
         verify_math("1", "1", targets=("words",))
+
+
+def _upstream_options(o: dict) -> dict:
+    names = {"precision": "float_rounding", "strict": "strict",
+             "allow_set_relation_comp": "allow_set_relation_comp", "match_types": "targets"}
+    return {names[k]: tuple(v) if k == "match_types" else v for k, v in o.items()}
+
+
+def test_agrees_with_math_verify_upstream_cases():
+    """math-verify's own 269 parametrised cases (its tests at commit 5d148cf, committed
+    as data): verify_math with the options each upstream test passes gives the upstream
+    verdict on every one (with default options, 263: docs/reliability.md)."""
+    import json
+    from collections import defaultdict
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).with_name("math_verify_upstream_cases.json")).read_text())
+    cases = doc["cases"]
+    assert len(cases) == 269
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(cases):
+        groups[json.dumps(c["options"], sort_keys=True)].append(i)
+    got: list = [None] * len(cases)
+    for key, idx in groups.items():
+        opts = _upstream_options(json.loads(key))
+        for i, r in zip(idx, verify_many([(cases[i]["pred"], cases[i]["gold"]) for i in idx],
+                                         **opts)):
+            got[i] = r
+    misses = [c for g, c in zip(got, cases) if g != c["expected"]]
+    assert not misses, misses[:3]

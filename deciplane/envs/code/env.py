@@ -27,8 +27,10 @@ class CodeGenEnv(gym.Env[str, str]):
         holds the hidden tests of its split in-process (as ``deciplane/Math-v0`` holds
         gold). For held-out evaluation use ``deciplane.envs.load_benchmark`` and its
         scorer, which keeps the tests in another process. Candidate programs always run
-        in the :class:`~deciplane.envs.Sandbox` (one run per step, all tests at once),
-        never in this process.
+        in the :class:`~deciplane.envs.Sandbox` (one run per step), alone: the hidden
+        tests run in a checker process outside it and call the program over a pipe with
+        plain data (``deciplane.envs.code.harness``; the threat model is in
+        docs/code.md).
 
     Observation
         ``spaces.Text``: the problem statement — the function's signature and docstring.
@@ -48,7 +50,11 @@ class CodeGenEnv(gym.Env[str, str]):
         1.0 if the program passes every hidden test, else 0.0. ``info["failure"]`` says
         why: ``passed``, ``wrong_answer`` (an assertion failed), ``runtime_error``,
         ``syntax_error``, ``no_code``, ``timeout``, ``memory``, ``output_limit``,
-        ``killed``, ``sandbox_error`` or ``invalid_action``.
+        ``killed``, ``exited`` (the program's process ended before answering),
+        ``forked`` (a call left a child process running), ``unencodable`` (a call
+        returned a value that is not plain data), ``unsupported_input``,
+        ``protocol_error``, ``sandbox_error`` or ``invalid_action``
+        (``deciplane.envs.code.harness.FAILURE_KINDS``).
 
     Episode end
         ``terminated=True`` after the single step; ``truncated`` is always False.
@@ -62,7 +68,8 @@ class CodeGenEnv(gym.Env[str, str]):
         e.g. ``{"examples": 0}``). ``reset(options={"index": i})`` picks problem ``i``;
         without it the problem is drawn with the environment's RNG. ``info`` carries
         ``task_id``, ``index``, ``entry_point``, ``meta``; after ``step`` also ``failure``,
-        ``passed``, ``detail`` (the tail of the run's stderr), ``has_code`` and
+        ``passed``, ``detail`` (what failed, in words that never echo the hidden
+        tests: the kind, the call number, an exception's name), ``has_code`` and
         ``invalid_action`` (with ``action_rejected`` when True).
     """
 
@@ -142,7 +149,8 @@ class CodeGenEnv(gym.Env[str, str]):
             return item.prompt, 0.0, True, False, info
         program = extract_program(text, item.prompt, info["entry_point"])
         outcome = run_hidden_tests(self.sandbox, program, item.gold, info["entry_point"],
-                                   timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+                                   timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                                   prompt=item.prompt)
         info.update(passed=outcome.passed, failure=outcome.failure, detail=outcome.detail,
                     has_code=program is not None, invalid_action=False)
         self._last = f"{item.prompt}\n> {text}\n{outcome.failure}"

@@ -13,6 +13,10 @@ equivalent. Inside the workers the library's own timers are disabled
 (``parsing_timeout=None`` / ``timeout_seconds=None``, math-verify >= 0.9), so no
 ``signal.alarm`` is ever used.
 
+Digit groups are one number before math-verify sees them, in the prediction and the gold
+alike (:func:`join_digit_groups`): ``10\\,000`` is 10000 and ``7 200`` is 7200 wherever
+they stand (math-verify alone reads them as the products 0 and 207).
+
 Numbers are read the way math-verify's own test cases read them: a bare answer that is
 one number with thousands separators (``1 000``, ``7,425,000``, ``1,000.99``) or a
 decimal comma (``1000,99``, ``0,111``) is that number (:func:`read_plain_number`), in the
@@ -65,6 +69,12 @@ _INT_RE = re.compile(r"[+-]?\d{1,60}")
 _THOUSANDS_RE = re.compile(r"[+-]?[1-9]\d{0,2}(?P<sep>[ ,\u00a0\u2009\u202f])\d{3}"
                            r"(?:(?P=sep)\d{3})*(?:\.\d+)?")
 _DECIMAL_COMMA_RE = re.compile(r"[+-]?\d+,\d+")
+# digit groups inside any text: a first group of 1-3 digits (not starting with 0), then
+# groups of exactly three digits, all separated by one kind of LaTeX or typographic space
+_GROUP_SEP = r"(?:\\,|\\ |~| |\u2009|\u202f)"
+_DIGIT_GROUPS_RE = re.compile(r"(?<![\d.,])[1-9]\d{0,2}(?P<sep>" + _GROUP_SEP + r")\d{3}"
+                              r"(?:(?P=sep)\d{3})*(?![\d])")
+_SEP_RE = re.compile(_GROUP_SEP)
 #: math-verify's comparison options that verify_math passes through (and their defaults)
 VERIFY_OPTIONS = {"float_rounding": 6, "strict": True, "allow_set_relation_comp": False,
                   "targets": ("latex", "expr")}
@@ -107,7 +117,19 @@ def read_plain_number(text: str) -> str | None:
     return None
 
 
+def join_digit_groups(text: str) -> str:
+    """``text`` with every digit-grouped number written as one: a first group of 1-3
+    digits, then groups of exactly three digits, separated (one kind throughout) by
+    ``\\,``, ``\\ ``, ``~``, a space or a thin space (U+2009, U+202F) —
+    ``"$\\boxed{10\\,000}$"`` -> ``"$\\boxed{10000}$"``, ``"7 200"`` -> ``"7200"``.
+    Anything else is left as it is (``2\\,3``, ``10 00``, ``3.141 592``). math-verify
+    itself reads such a space as a product or a concatenation (``10\\,000`` = 0,
+    ``7 200`` = 207), which would call a wrong answer right."""
+    return _DIGIT_GROUPS_RE.sub(lambda m: _SEP_RE.sub("", m.group(0)), text)
+
+
 def _canonical(text: str) -> str:
+    text = join_digit_groups(text)
     number = read_plain_number(text)
     return text if number is None else number
 
@@ -476,8 +498,9 @@ def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TI
     ``gold`` is a bare answer as written in the benchmark. Comparison is asymmetric as
     in math-verify (gold first). Takes at most about ``timeout_s`` seconds of worker
     time; a timeout counts as ``False``. Two plain integers are compared directly
-    without a worker; numbers with thousands separators or a decimal comma are read as
-    numbers (:func:`read_plain_number`). ``options``: math-verify's ``float_rounding``
+    without a worker; digit groups (``10\\,000``) are one number
+    (:func:`join_digit_groups`) and numbers with thousands separators or a decimal comma
+    are read as numbers (:func:`read_plain_number`). ``options``: math-verify's ``float_rounding``
     (decimal places compared, default 6), ``strict`` (default True: variables must
     match), ``allow_set_relation_comp`` (default False: ``x \\in [a,b]`` vs
     ``a \\le x \\le b``) and ``targets`` (what math-verify extracts: ``("latex",
@@ -486,5 +509,6 @@ def verify_math(prediction: str | None, gold: str, timeout_s: float = DEFAULT_TI
     return verify_many([(prediction, gold)], timeout_s=timeout_s, **options)[0]
 
 
-__all__ = ["verify_math", "verify_many", "check_text", "read_plain_number", "shutdown_workers",
+__all__ = ["verify_math", "verify_many", "check_text", "read_plain_number", "join_digit_groups",
+           "shutdown_workers",
            "DEFAULT_TIMEOUT_S", "VERIFY_OPTIONS"]

@@ -155,7 +155,8 @@ class Sandbox:
             max_output_bytes: int = 1 << 20, max_file_bytes: int = 16 << 20,
             max_procs: int = 32, env: dict[str, str] | None = None,
             argv_prefix: list[str] | None = None,
-            collect_files: list[str] | None = None) -> SandboxResult:
+            collect_files: list[str] | None = None,
+            channel_fds: Sequence[int] = ()) -> SandboxResult:
         """Run ``argv_prefix + [python3, "main.py"]`` in a fresh private scratch directory
         holding ``main.py`` (= ``code``) and ``files``.
 
@@ -178,16 +179,29 @@ class Sandbox:
                 live under the read-only system directories.
             collect_files: scratch-relative names of files to return in ``result.files``
                 (regular files only, at most ``max_file_bytes`` each).
+            channel_fds: file descriptors (pipe ends) the program inherits at the same
+                numbers — a channel to a peer outside the sandbox (the code harness's
+                checker). They are *handed over*: this process closes its copies as soon
+                as the program has started, so the peer sees end-of-file the moment the
+                program's side is gone. Not offered by the ``docker`` backend.
         """
         if not isinstance(code, str):
             raise ConfigError(f"code must be str (program source), got {type(code).__name__}")
         limits, envd, prefix = _run_settings(timeout_s, memory_mb, cpu_time_s, max_output_bytes,
                                              max_file_bytes, max_procs, env, argv_prefix)
+        channel = tuple(int(fd) for fd in channel_fds)
         if self.backend == "docker":
+            if channel:
+                for fd in channel:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                raise ConfigError("channel_fds: the docker backend cannot hand descriptors "
+                                  "to a container; use the bwrap or namespace backend")
             raw, got = self._docker.run(code, stdin.encode(), files, limits, envd, prefix,
                                         collect_files)
             return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
-        return self._run_local(code, stdin.encode(), files, limits, envd, prefix, collect_files)
+        return self._run_local(code, stdin.encode(), files, limits, envd, prefix, collect_files,
+                               channel)
 
     def run_many(self, code: str, stdins: Sequence[str],
                  files: dict[str, str | bytes] | None = None, timeout_s: float = 2.0,
@@ -234,9 +248,16 @@ class Sandbox:
 
     def _run_local(self, code: str, stdin: bytes, files, limits: Limits,  # noqa: ANN001
                    env: dict[str, str], prefix: list[str],
-                   collect_files: list[str] | None) -> SandboxResult:
+                   collect_files: list[str] | None,
+                   channel: tuple[int, ...] = ()) -> SandboxResult:
         drop = _bwrap.drops_privileges() if self.backend == "bwrap" else os.getuid() == 0
-        scratch = make_scratch(code, files, owner=NOBODY if drop else None)
+        try:
+            scratch = make_scratch(code, files, owner=NOBODY if drop else None)
+        except BaseException:
+            for fd in channel:  # handed over: closed whatever happens
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
         jail = None
         rfd = wfd = scfd = argfd = -1
         try:
@@ -266,7 +287,9 @@ class Sandbox:
             if jail is not None and chain is None:
                 argv = jail.join_argv() + argv
             raw = execute(argv, stdin, limits, jail=jail,
-                          pass_fds=tuple(fd for fd in (wfd, scfd, argfd) if fd >= 0))
+                          pass_fds=tuple(fd for fd in (wfd, scfd, argfd) if fd >= 0) + channel,
+                          hand_over=channel)
+            channel = ()
             for fd in (wfd, scfd, argfd):
                 if fd >= 0:
                     os.close(fd)
@@ -278,7 +301,7 @@ class Sandbox:
                 namespace.check_status(raw, scratch)
             got = collect(scratch, collect_files, limits.max_file_bytes)
         finally:
-            for fd in (rfd, wfd, scfd, argfd):
+            for fd in (rfd, wfd, scfd, argfd, *channel):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)

@@ -583,12 +583,15 @@ class RawRun:
 
 
 def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence[int] = (),
-            env: dict[str, str] | None = None, jail: CgroupJail | None = None) -> RawRun:
+            env: dict[str, str] | None = None, jail: CgroupJail | None = None,
+            hand_over: Sequence[int] = ()) -> RawRun:
     """Run ``argv`` in a new session, feed ``stdin``, capture stdout/stderr up to
     ``limits.max_output_bytes`` each, stop it at ``limits.timeout_s`` wall time or when
     output overflows, and reap it with its resource usage. Never leaves the child, a
     zombie or a pipe behind. The child's exit is watched through a pidfd (Linux >= 5.3),
-    so the run ends the moment it does; elsewhere by polling."""
+    so the run ends the moment it does; elsewhere by polling. ``hand_over``: descriptors
+    among ``pass_fds`` closed here right after the child started (whether or not it
+    did), so that only the child holds them."""
     raw = RawRun()
     t0 = time.monotonic()
     try:
@@ -600,6 +603,10 @@ def execute(argv: list[str], stdin: bytes, limits: Limits, *, pass_fds: Sequence
     except OSError as exc:
         raw.sandbox_failed = f"could not start {argv[0]}: {exc}"
         return raw
+    finally:
+        for fd in hand_over:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     cap = limits.max_output_bytes
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()

@@ -53,11 +53,11 @@ def test_hidden_tests_classify_hostile_candidates(sandbox):
     assert kinds["raises"] == "runtime_error"
     assert kinds["sleeps"] == "timeout"
     assert kinds["flood"] == "output_limit"
-    assert kinds["early_exit"] == "runtime_error"          # exit 0 without finishing the tests
+    assert kinds["early_exit"] == "exited"          # exit 0 inside the call: named, not passed
     assert kinds["memory"] == "memory"
     assert kinds["syntax"] == "syntax_error"
-    assert kinds["fork"] in ("timeout", "passed", "runtime_error", "killed")
-    assert sum(o.passed for o in out.values()) <= 3
+    assert kinds["fork"] in ("timeout", "forked", "runtime_error", "killed")
+    assert sum(o.passed for o in out.values()) == 2     # correct, marker_in_caller
     assert elapsed < 40, f"hostile candidates stalled the run ({elapsed:.0f}s)"
     assert run_hidden_tests(sandbox, None, TESTS, "f").failure == "no_code"
 
