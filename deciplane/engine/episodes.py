@@ -24,7 +24,6 @@ is reproducible from ``(seed, iteration)`` and the current weights alone.
 from __future__ import annotations
 
 import random
-
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 

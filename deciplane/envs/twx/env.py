@@ -160,8 +160,8 @@ class TextWorldExpressEnv(MenuTextEnv):
       the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
-      reset, twc's replay of it a few ms more), ``max_episode_steps`` (see Episode end), ``invalid_action_penalty`` (0.0),
-      ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
+      reset, twc's replay of it a few ms more), ``max_episode_steps`` (see Episode end),
+      ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
       see Action), ``observation`` (``"feedback"`` or ``"state"``, see Observation).
     """
 
