@@ -161,8 +161,9 @@ class TextWorldExpressEnv(MenuTextEnv):
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
       reset, twc's replay of it a few ms more), ``max_episode_steps`` (see Episode end),
-      ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or ``"text"``,
-      see Action), ``observation`` (``"feedback"`` or ``"state"``, see Observation).
+      ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``),
+      ``action_mode`` (``"menu"`` or ``"text"``, see Action), ``observation``
+      (``"feedback"`` or ``"state"``, see Observation).
     """
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
