@@ -33,6 +33,7 @@ stub); a bare body is appended to the statement as its completion.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -373,7 +374,9 @@ os._exit(0)
 '''
 
 
+@functools.lru_cache(maxsize=1)
 def _wire_source() -> str:
+    """The codec's source, prepended to both sides' programs (read once per process)."""
     from deciplane.envs.code import wire
     return Path(wire.__file__).read_text(encoding="utf-8")
 

@@ -40,12 +40,17 @@ def _parse_int(s):
     return int(s)
 
 
-def _to_tree(v, depth, budget):
+def _count_value(depth, budget):
+    """One more value at nesting ``depth``: refuse past the depth or value-count bound."""
     if depth > MAX_DEPTH:
         raise WireError("nested deeper than %d" % MAX_DEPTH)
     budget[0] -= 1
     if budget[0] < 0:
         raise WireError("more than %d values" % MAX_NODES)
+
+
+def _to_tree(v, depth, budget):
+    _count_value(depth, budget)
     t = type(v)
     if v is None or t is bool or t is str:
         return v
@@ -107,11 +112,7 @@ def encode(value):
 
 
 def _from_tree(x, depth, budget):
-    if depth > MAX_DEPTH:
-        raise WireError("nested deeper than %d" % MAX_DEPTH)
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise WireError("more than %d values" % MAX_NODES)
+    _count_value(depth, budget)
     t = type(x)
     if x is None or t is bool or t is int or t is float or t is str:
         return x
