@@ -10,8 +10,13 @@ them), then scored by
 
 * **agreement**: greedy choice == the expert's, on the evaluation fold's expert states
   (forward passes only; 95% Wilson interval), and
-* **success**: greedy episodes on the first ``--success-games`` games of the evaluation
-  fold (10-step cap), with a 95% interval.
+* **success**: greedy (or, ``--success-decode sample``, sampled) episodes on the first
+  ``--success-games`` games of the evaluation fold (``--success-steps``, default the
+  ``--max-steps`` cap of 10), with a 95% interval.
+
+``--action-log K`` appends the episode's last K actions and the reward each got to every
+observation (a memory of what was tried: on twc a wrong put costs points, and without it
+the state after taking the object back is the state before the wrong put).
 
 Also the ambiguity of each view: the share of expert decisions whose (observation, sorted
 menu) equals another's with a different expert action (``deciplane.envs.menu_env
@@ -64,10 +69,18 @@ from deciplane.trainers.warm_start import run_bc_epochs
 TWX = "deciplane/TextWorldExpress-v0"
 
 
-def make_env(args, split: str, view: str, expert: bool) -> gym.Env:
+def make_env(args, split: str, view: str, expert: bool, max_steps: int | None = None) -> gym.Env:
     return gym.make(TWX, game=args.game, game_params=args.game_params or None, split=split,
                     menu_order="shuffled", task_in_observation=True, expert=expert,
-                    observation=view, max_episode_steps=args.max_steps)
+                    observation=view, max_episode_steps=max_steps or args.max_steps)
+
+
+def with_action_log(obs: str, log: list[tuple[str, float]], k: int) -> str:
+    """``obs`` and, with ``k > 0``, the episode's last ``k`` actions with the reward each
+    got (``--action-log``: a memory of what was tried, e.g. a put that lost points)."""
+    if k <= 0 or not log:
+        return obs
+    return obs + "\nActions so far: " + "; ".join(f"{a} ({r:+g})" for a, r in log[-k:])
 
 
 def expert_states(args, split: str, view: str, episodes: int, first_game: int,
@@ -82,14 +95,17 @@ def expert_states(args, split: str, view: str, episodes: int, first_game: int,
         for g in range(first_game, first_game + episodes):
             obs, info = env.reset(seed=g, options={"game": g})
             hist: list[tuple[str, str]] = []
+            log: list[tuple[str, float]] = []
             done = False
             while not done and info.get("expert_action") is not None:
                 k = int(info["expert_action"])
-                out.append((obs, info["menu"], list(hist), k))
+                shown = with_action_log(obs, log, args.action_log)
+                out.append((shown, info["menu"], list(hist), k))
                 if rng.random() < noise:
                     k = rng.randrange(len(info["menu"]))
-                hist.append((obs, info["menu"][k]))
-                obs, _, term, trunc, info = env.step(k)
+                hist.append((shown, info["menu"][k]))
+                obs, reward, term, trunc, info = env.step(k)
+                log.append((hist[-1][1], round(float(reward), 3)))
                 done = term or trunc
     finally:
         env.close()
@@ -145,19 +161,25 @@ def agreement(agent, decs, targets, batch: int = 16) -> float:
 
 
 def success(args, agent, view: str, split: str, games: int) -> tuple[int, int]:
-    """Greedy episodes on the first ``games`` games of ``split``; (won, played)."""
-    env = make_env(args, split, view, expert=False)
+    """Episodes on the first ``games`` games of ``split`` (greedy, or sampled at temperature
+    1 with ``--success-decode sample``; ``--success-steps`` per episode); (won, played)."""
+    env = make_env(args, split, view, expert=False, max_steps=args.success_steps)
+    agent.greedy, agent.temperature = args.success_decode == "greedy", 1.0
+    torch.manual_seed(args.seed)
     won = 0
     try:
         for g in range(games):
             obs, info = env.reset(seed=g, options={"game": g})
             hist: list[tuple[str, str]] = []
+            log: list[tuple[str, float]] = []
             done = False
             while not done:
+                shown = with_action_log(obs, log, args.action_log)
                 with torch.no_grad():
-                    d = agent.act([obs], [info["menu"]], [hist])[0]
-                hist.append((obs, d.action))
-                obs, _, term, trunc, info = env.step(d.index)
+                    d = agent.act([shown], [info["menu"]], [hist])[0]
+                hist.append((shown, d.action))
+                obs, reward, term, trunc, info = env.step(d.index)
+                log.append((d.action, round(float(reward), 3)))
                 done = term or trunc
             won += int(info.get("won", False))
     finally:
@@ -232,6 +254,8 @@ def run_config(args, key: str) -> dict:
             "agreement_by_verb": {v: [round(sum(x) / len(x), 3), len(x)]
                                   for v, x in sorted(by_verb.items())},
             "bc_noise": args.bc_noise, "max_steps": args.max_steps,
+            "action_log": args.action_log, "success_decode": args.success_decode,
+            "success_steps": args.success_steps or args.max_steps,
             "best_epoch": best["epoch"], "curve": curve,
             "success": won, "success_games": played, "success_ci95": [round(slo, 4), round(shi, 4)],
             "ambiguity_train": round(ambiguous_share([(o, m.actions, m[k]) for o, m, _, k in train]), 4),
@@ -352,6 +376,12 @@ def main(argv=None) -> int:
                     help="probability of a random action in the train fold's expert episodes")
     ap.add_argument("--variant", default="",
                     help="a tag appended to the result keys (e.g. what changed in the env)")
+    ap.add_argument("--action-log", type=int, default=0,
+                    help="append the episode's last K actions and their rewards to every "
+                         "observation (BC data and success episodes alike)")
+    ap.add_argument("--success-steps", type=int, default=None,
+                    help="step cap of the success episodes (default: --max-steps)")
+    ap.add_argument("--success-decode", default="greedy", choices=["greedy", "sample"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="benchmarks/results/learnability.json")
     ap.add_argument("--probe-layers", default="",
