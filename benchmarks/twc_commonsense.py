@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,8 @@ import torch
 
 import deciplane  # noqa: F401  (registers the environments)
 from deciplane.agents import load_policy
+from deciplane.envs.twx.twc_expert import parse_put
+from deciplane.objectives.common import gather_log_probs
 from deciplane.stats import wilson_interval
 
 TEMPLATES = ("The {item} usually goes in the {loc}.",
@@ -47,12 +48,13 @@ def put_decisions(game_params: str, fold: str, games: int) -> list[tuple[str, st
             _, info = env.reset(seed=g, options={"game": g})
             done = False
             while not done and info.get("expert_action") is not None:
-                m = re.fullmatch(r"put (.+) in (.+)", info["expert_command"])
-                if m:
-                    item = m.group(1)
-                    cands = [a[len(f"put {item} in "):] for a in info["menu"].actions
-                             if a.startswith(f"put {item} in ")]
-                    out.append((item, m.group(2), cands))
+                put = parse_put(info["expert_command"])
+                if put:
+                    item, target = put
+                    cands = [where for what, where in (parse_put(a, [item]) or (None, None)
+                                                       for a in info["menu"].actions)
+                             if what == item]
+                    out.append((item, target, cands))
                 _, _, term, trunc, info = env.step(info["expert_action"])
                 done = term or trunc
     finally:
@@ -68,9 +70,7 @@ def continuation_log_prob(policy, context: str, continuation: str) -> tuple[floa
     ctx = tok(context, add_special_tokens=False).input_ids
     ids = tok(context + continuation, add_special_tokens=False).input_ids
     x = torch.tensor([ids])
-    lp = torch.log_softmax(policy.model(input_ids=x).logits[0, :-1].float(), -1)
-    tgt = x[0, 1:]
-    picked = lp.gather(1, tgt[:, None])[:, 0][len(ctx) - 1:]
+    picked = gather_log_probs(policy.model(input_ids=x).logits[:, :-1], x[:, 1:])[0, len(ctx) - 1:]
     return float(picked.sum()), int(picked.numel())
 
 
@@ -94,7 +94,8 @@ def main(argv=None) -> int:
         scores = []
         for item, _, cands in cases:
             ctx = tpl.split("{loc}")[0].format(item=item)
-            scores.append([continuation_log_prob(policy, ctx, tpl.format(item=item, loc=loc)[len(ctx):])
+            scores.append([continuation_log_prob(policy, ctx,
+                                                 tpl.format(item=item, loc=loc)[len(ctx):])
                            for loc in cands])
         for norm in ("sum", "per_token"):
             hits = 0
