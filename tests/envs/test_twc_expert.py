@@ -75,6 +75,40 @@ def test_plan_returns_an_object_taken_from_its_place_and_opens_doors_first():
         TwcPlanner(GOLD, ROOMS[:-1])
 
 
+def test_plan_puts_into_the_nearest_container_the_game_accepts():
+    """twc accepts several containers per object: with ``places`` the expert puts the shirt
+    on the bench it stands by (the gold path used the basket) and opens a closed accepted
+    container before walking anywhere; an object in any accepted place is put away."""
+    p = TwcPlanner(GOLD, ROOMS, places={"shirt": ["basket", "bench", "wardrobe"]})
+    p.observe("take shirt", "hall", "hall")
+    assert p.next_command(HALL, ["move north", "open wardrobe"]) == "open wardrobe"
+    assert p.next_command(HALL, ["move north", "put shirt on wardrobe"]) == "put shirt on wardrobe"
+    p.observe("move north", "hall", "laundry room")
+    assert p.next_command(LAUNDRY, ["put shirt on bench", "put shirt in basket"]) == \
+        "put shirt in basket"                # both accepted: the first in ``places`` order
+    p.observe("put shirt on bench", "laundry room", "laundry room")
+    assert p.misplaced() == [] and p.next_command(LAUNDRY, ["take shirt from bench"]) is None
+    assert p.accepts("shirt", "Bench") and not p.accepts("shirt", "stove")
+    assert TwcPlanner(GOLD, ROOMS).places == {}
+
+
+@needs_twx
+def test_the_expert_uses_any_accepted_container_of_a_real_game():
+    """Valid game 1: the gold path opens the chest of drawers for the blue blanket; the bed,
+    in the same room and accepted by the game, takes one step less and scores the same."""
+    env = gym.make("deciplane/TextWorldExpress-v0", game="twc", split="valid",
+                   game_params={"numLocations": 2, "numItemsToPutAway": 2}, expert=True)
+    try:
+        obs, info = env.reset(seed=1, options={"game": 1})
+        assert "open chest of drawers" in env.unwrapped._gold
+        obs, r, *_, info = env.step(info["menu"].actions.index("take blue blanket"))
+        assert info["expert_command"] == "put blue blanket in bed"
+        obs, r, *_, info = env.step(info["expert_action"])
+        assert r == 0.25
+    finally:
+        env.close()
+
+
 @needs_twx
 @pytest.mark.parametrize("params", [{"numLocations": 2, "numItemsToPutAway": 2},
                                     {"numLocations": 3, "numItemsToPutAway": 3, "includeDoors": 1}])

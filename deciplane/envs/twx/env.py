@@ -3,6 +3,7 @@ as a menu (same contract as ``deciplane/TextWorld-v0``)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -134,7 +135,8 @@ class TextWorldExpressEnv(MenuTextEnv):
     the action is on another page); both are ``None`` when the expert has nothing to say.
     In **twc** it replans from any state (:class:`deciplane.envs.twx.twc_expert.TwcPlanner`:
     the gold path, replayed once at ``reset``, says where each object goes and how the
-    rooms connect; the commands taken since say where everything is now), so it has an
+    rooms connect; the commands taken since say where everything is now; a held object goes
+    into the nearest container the game accepts for it, :func:`twc_places`), so it has an
     action after a wrong put or a take-back too, and never a longer route than the gold
     path (which wanders between rooms in larger games). In the other games it is
     TextWorld-Express's gold path, computed once at ``reset`` (its entries that are not
@@ -403,7 +405,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         for command in self._gold:
             after = _loads(self._server.stepJSON(command))
             rooms.append(room_of(str(after.get("look") or "")) or rooms[-1])
-        self._planner = TwcPlanner(self._gold, rooms)
+        self._planner = TwcPlanner(self._gold, rooms, places=twc_places())
         return _loads(self._server.generateNewGameJSON(game_seed, self.fold, self.expert))
 
     def _expert(self) -> tuple[int | None, str | None]:
@@ -507,6 +509,19 @@ def fold_fingerprint(version: str, game: str, params: str, fold: str,
                        "params": params, "fold": fold, "seeds": list(seeds)},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def twc_places() -> dict[str, tuple[str, ...]]:
+    """Every container twc accepts for each object (the package's object file, all folds):
+    the game scores a put into any of them, the gold path uses one."""
+    import textworld_express
+
+    path = os.path.join(os.path.dirname(textworld_express.__file__), "twc_objects.folds.json")
+    with open(path, encoding="utf-8") as f:
+        folds = json.load(f)
+    return {name: tuple(entry.get("locations") or ()) for fold in folds.values()
+            for name, entry in fold.items()}
 
 
 def _package_version() -> str:

@@ -7,6 +7,10 @@ which room its container stands, and the moves between rooms — and tracks the 
 the commands actually taken, so it can always say what to do next:
 
 1. put a held object into its container when standing by it (opening the container first);
+   with ``places`` (every container the game accepts for each object: twc lists several,
+   e.g. a blanket goes on the bed or in the wardrobe or the chest of drawers), into the
+   nearest accepted one: a put the room allows now before an ``open``, both before a walk
+   to the gold path's container;
 2. take a misplaced object lying in the current room (also one the agent put in the wrong
    place, or took from its right place: an object not on the gold path was already put
    away, and its right place is where the agent took it from);
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 
@@ -66,12 +70,16 @@ class TwcPlanner:
     """Next action for twc from the gold path's facts and the commands taken since.
 
     ``gold``: the gold commands; ``rooms``: the room before each of them, plus the room
-    after the last (``len(gold) + 1`` names, from replaying the gold path once)."""
+    after the last (``len(gold) + 1`` names, from replaying the gold path once);
+    ``places``: object -> every container the game accepts for it (twc's object file; an
+    object not in it has only its gold container)."""
 
-    def __init__(self, gold: Sequence[str], rooms: Sequence[str | None]) -> None:
+    def __init__(self, gold: Sequence[str], rooms: Sequence[str | None],
+                 places: Mapping[str, Sequence[str]] | None = None) -> None:
         if len(rooms) != len(gold) + 1:
             raise ValueError(f"rooms needs one name per gold command plus the final room: "
                              f"{len(gold)} commands, {len(rooms)} rooms")
+        self.places = {obj: tuple(_key(c) for c in cs) for obj, cs in (places or {}).items()}
         self.target: dict[str, tuple[str, str | None]] = {}   # object -> (container, room)
         self.where: dict[str, tuple[str | None, str | None] | None] = {}  # None: held
         self.edges: dict[tuple[str, str], str] = {}           # (room, "move d") -> room
@@ -114,6 +122,10 @@ class TwcPlanner:
 
     # ---- planning ----------------------------------------------------------------------------
 
+    def accepts(self, obj: str, container: str | None) -> bool:
+        """Whether the game counts ``obj`` in ``container`` as put away (``places``)."""
+        return container is not None and _key(container) in self.places.get(obj, ())
+
     def misplaced(self) -> list[str]:
         """Objects with a known right place that are not in it (held ones included)."""
         out = []
@@ -121,9 +133,24 @@ class TwcPlanner:
             if container is None:
                 continue
             at = self.where.get(obj, (None, None))
-            if at is None or at != (room, container):
+            if at is None or (at != (room, container) and not self.accepts(obj, at[1])):
                 out.append(obj)
         return out
+
+    def _nearest_place(self, obj: str, legal: set[str]) -> str | None:
+        """A put of ``obj`` into an accepted container the room allows now, else the ``open``
+        of one (in ``places`` order: the same choice for the same object every time)."""
+        for verb in ("put", "open"):
+            for c in self.places.get(obj, ()):
+                for cmd in sorted(legal):
+                    if verb == "put" and (cmd.startswith(f"put {obj} in ")
+                                          or cmd.startswith(f"put {obj} on ")) \
+                            and _key(cmd[len(f"put {obj} in "):]) == c:
+                        return cmd
+                    if verb == "open" and cmd.startswith("open ") \
+                            and not cmd.startswith("open door") and _key(cmd[5:]) == c:
+                        return cmd
+        return None
 
     def next_command(self, look: str, actions: Sequence[str]) -> str | None:
         """The next command in the room described by ``look`` (the game's ``look`` text),
@@ -132,6 +159,9 @@ class TwcPlanner:
         todo = self.misplaced()
         held = [o for o in todo if self.where.get(o, ()) is None]
         for obj in held:
+            near = self._nearest_place(obj, legal)
+            if near is not None:
+                return near
             container, home = self.target[obj]
             if room == home:
                 for c in (f"put {obj} in {container}", f"put {obj} on {container}"):
@@ -178,6 +208,12 @@ class TwcPlanner:
                 seen.add(there)
                 queue.append((there, step))
         return None
+
+
+def _key(container: str) -> str:
+    """A container's name compared without case and spaces (the object file writes
+    "nightstand" where a room says "night stand")."""
+    return container.replace(" ", "").lower()
 
 
 __all__ = ["TwcPlanner", "parse_put", "parse_take", "closed_doors", "room_of"]
