@@ -86,6 +86,12 @@ from deciplane.cli.evaluate import register as _register_eval_commands  # noqa: 
 _register_eval_commands(app)
 
 
+# `deciplane serve ENV_ID`: an OpenEnv server (deciplane/cli/serve.py; needs [interop])
+from deciplane.cli.serve import register as _register_serve  # noqa: E402
+
+_register_serve(app)
+
+
 def main() -> None:  # pragma: no cover
     app()
 

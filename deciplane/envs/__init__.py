@@ -123,6 +123,7 @@ _LAZY = {
     "CodeOptEnv": "deciplane.envs.codeopt.env",
     "CodeGenEnv": "deciplane.envs.code.env",
     "make_game_suite": "deciplane.envs.textworld.games",
+    "from_openenv": "deciplane.interop.openenv",     # needs deciplane[interop]
 }
 
 
