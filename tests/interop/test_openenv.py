@@ -245,3 +245,28 @@ def test_exported_folder_passes_openenv_validate(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert v.returncode == 0, v.stdout + v.stderr
     assert "PASS" in v.stdout
+
+
+@needs_twx
+def test_deciplane_trains_and_evaluates_on_an_openenv_environment(tmp_path):
+    """RLiD-PPO with a BC warm start on the expert's actions the OpenEnv environment serves
+    (the tiny model, one iteration): the trainer builds the env from its registered id."""
+    import torch
+
+    from deciplane.trainers.config import load_config
+    from deciplane.trainers.run import run_training
+
+    torch.set_num_threads(1)
+    cls = environment_class(TWX, {**TWC, "split": "train", "expert": True},
+                            expose_expert=True)
+    from_openenv(cls, register_as="test/openenv-train-v0").close()
+    cfg = load_config(data={
+        "progress": False, "seed": 0, "algorithm": "rlid_ppo", "iterations": 1, "history": 0,
+        "model": {"name": "deciplane/tiny", "finetune": "full", "threads": 1},
+        "env": {"id": "test/openenv-train-v0", "games_per_iteration": 1, "group_size": 2,
+                "max_episode_steps": 3},
+        "bc": {"episodes": 2, "epochs": 1},
+        "eval": {"every": 0, "final_splits": ["test"], "episodes": 2}, "optim": {"lr": 1e-3}})
+    s = run_training(cfg, tmp_path / "run")
+    assert s["warm_start"]["decisions"] == 6 and s["optimizer_steps"] >= 1
+    assert s["eval"]["test"]["episodes"] == 2 and s["env_steps"] > 0
