@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 import torch
 
+from deciplane.adapt.guard import CollapseGuard, step_signals
 from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
@@ -94,6 +95,14 @@ class AdaptConfig:
     """Text appended to every task prompt (e.g. an answer-format hint); empty = the prompt as given."""
     seed: int = 0
     """Seed of the task order and of every sampling call."""
+    guard: bool = True
+    """Stop and roll back to the last healthy state when the samples' unlabeled signals show a collapse (deciplane.adapt.guard; ours, not the papers'). The summary's `collapse` says what fired ({} when nothing did)."""
+    guard_length_ratio: float = 0.4
+    """A step is unhealthy when its samples are shorter than this times the first step's (TTRL's healthy answers shrink to ~0.6x)."""
+    guard_extractable_drop: float = 0.3
+    """... or when the share of samples with an extractable answer fell by more than this."""
+    guard_patience: int = 2
+    """Unhealthy steps in a row before the guard stops the run."""
 
     PAPER: typing.ClassVar[dict[str, Any]] = {}
 
@@ -124,6 +133,13 @@ class AdaptConfig:
         for f in ("weight_decay", "max_grad_norm", "checkpoints"):
             if getattr(self, f) < 0:
                 raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 0")
+        if not 0 < self.guard_length_ratio <= 1:
+            raise ConfigError(f"{name}.guard_length_ratio = {self.guard_length_ratio} must be in (0, 1]")
+        if not 0 <= self.guard_extractable_drop <= 1:
+            raise ConfigError(f"{name}.guard_extractable_drop = {self.guard_extractable_drop} "
+                              "must be in [0, 1]")
+        if self.guard_patience < 1:
+            raise ConfigError(f"{name}.guard_patience = {self.guard_patience} must be >= 1")
 
     @classmethod
     def paper(cls, **overrides: Any):
@@ -239,6 +255,10 @@ class BaseAdapter:
         self.records = AdaptRecords()
         self.progress = progress
         self.step_count = 0
+        cfg = self.config
+        self.guard = CollapseGuard(length_ratio=cfg.guard_length_ratio,
+                                   extractable_drop=cfg.guard_extractable_drop,
+                                   patience=cfg.guard_patience, enabled=cfg.guard)
         self._prepare_policy()
 
     # -- setup ----------------------------------------------------------------------------
@@ -350,7 +370,7 @@ class BaseAdapter:
                 "optimizer": opt.state_dict(), "optimizer_counters": (opt.steps, opt.skipped),
                 "budget": copy.deepcopy(self.budget), "eval_budget": copy.deepcopy(self.eval_budget),
                 "records": copy.deepcopy(self.records), "rng": rng_state(),
-                "extra": self.extra_state()}
+                "extra": self.extra_state(), "guard": copy.deepcopy(self.guard.state())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from deciplane.utils import set_rng_state
@@ -372,6 +392,8 @@ class BaseAdapter:
         self.step_count = state["step"]
         set_rng_state(state["rng"])
         self.load_extra_state(state["extra"])
+        if "guard" in state:        # states written before the guard existed have none
+            self.guard.load(state["guard"])
 
     def save_state(self, path: str | Path, elapsed_s: float = 0.0) -> None:
         """Write :meth:`state_dict` atomically (a crash mid-write keeps the previous one).
@@ -415,11 +437,24 @@ class BaseAdapter:
             for step, idx in enumerate(batches, start=1):
                 if step <= done:
                     continue
+                if self.guard.fired:            # resumed after the guard stopped the run
+                    break
+                before = self._guard_snapshot()
+                tokens0, samples0 = self.budget.generated_tokens, self.budget.samples
+                opt_steps0 = self.budget.optimizer_steps
                 metrics = self.adapt_step([tasks[i] for i in idx], step)
+                signals = step_signals(self.budget.generated_tokens - tokens0,
+                                       self.budget.samples - samples0,
+                                       [v.answers for v in self.records.votes if v.step == step])
+                stop = self.guard.observe(step, signals, before, opt_steps0)
+                metrics.update({f"signal/{k}": v for k, v in signals.items() if v is not None})
+                metrics["guard/unhealthy_streak"] = float(self.guard.streak)
                 metrics["step"] = step
                 metrics["optimizer_steps"] = self.budget.optimizer_steps
                 self.records.history.append(metrics)
                 self.step_count = step
+                if stop:
+                    self._roll_back()
                 if step in ckpts:
                     with self.eval_budget.clock():
                         self.records.checkpoints.append(
@@ -428,11 +463,30 @@ class BaseAdapter:
                     self.save_state(state_path, time.perf_counter() - t_loop)
                 if self.progress:
                     self.progress(step, len(batches), metrics)
+                if stop:
+                    break
             tokens_before = self.budget.generated_tokens
             final = self.answer(tasks)
             self.final_answer_tokens = self.budget.generated_tokens - tokens_before
         self.records.checkpoints.append((self.budget.optimizer_steps, dict(final)))
         return final
+
+    def _guard_snapshot(self) -> dict[str, torch.Tensor]:
+        """The trained parameters before a step (what a rollback restores); nothing when
+        the guard is off."""
+        if not self.config.guard:
+            return {}
+        return {n: p.detach().clone() for n, p in self.trainable_named_parameters().items()}
+
+    def _roll_back(self) -> None:
+        """Restore the last parameters whose samples were healthy (the guard fired)."""
+        fired = self.guard.fired
+        log.warning("%s: collapse guard fired at step %d (%s); rolled back to the parameters "
+                    "after %d optimizer steps and stopped", type(self).__name__, fired["step"],
+                    "; ".join(fired["reasons"]), fired["rolled_back_to_optimizer_steps"])
+        with torch.no_grad():
+            for n, p in self.trainable_named_parameters().items():
+                p.copy_(self.guard.healthy[n])
 
     # -- helpers for subclasses --------------------------------------------------------------
     def _record_vote(self, step: int, task: UnlabeledTask, answers: Sequence[str | None], v,

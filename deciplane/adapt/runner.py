@@ -352,6 +352,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         summary["curve"] = curve
         if hasattr(adapter, "summary_extra"):   # adapter-specific notes and counters
             summary.update(_jsonable(adapter.summary_extra()))
+        # what the collapse guard did ({} when it did not fire or was off: config.guard)
+        summary["collapse"] = _jsonable(adapter.guard.fired)
         summary["diagnostics"] = _diagnostics(scorer, adapter)
         summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)
         # CPU seconds of this process summed over its threads: on a shared machine this,
