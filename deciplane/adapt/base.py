@@ -96,13 +96,15 @@ class AdaptConfig:
     seed: int = 0
     """Seed of the task order and of every sampling call."""
     guard: bool = True
-    """Stop and roll back to the last healthy state when the samples' unlabeled signals show a collapse (deciplane.adapt.guard; ours, not the papers'). The summary's `collapse` says what fired ({} when nothing did)."""
+    """Stop and roll back to the last healthy state when unlabeled signals show a collapse (deciplane.adapt.guard; ours, not the papers'): after every update the greedy answers of a probe set are checked. The summary's `collapse` says what fired ({} when nothing did); the probe's cost is `guard_budget`, apart from the adapter's."""
+    guard_probe: int = 8
+    """Tasks in the guard's probe set (the run's first ones), answered greedily after every update."""
     guard_length_ratio: float = 0.4
-    """A step is unhealthy when its samples are shorter than this times the first step's (TTRL's healthy answers shrink to ~0.6x)."""
+    """A state is unhealthy when its probe answers are shorter than this times the starting state's (TTRL's healthy answers shrink to ~0.6x)."""
     guard_extractable_drop: float = 0.3
-    """... or when the share of samples with an extractable answer fell by more than this."""
+    """... or when the share of probe answers with an extractable answer fell by more than this."""
     guard_patience: int = 2
-    """Unhealthy steps in a row before the guard stops the run."""
+    """Unhealthy states in a row before the guard stops the run."""
 
     PAPER: typing.ClassVar[dict[str, Any]] = {}
 
@@ -138,6 +140,8 @@ class AdaptConfig:
         if not 0 <= self.guard_extractable_drop <= 1:
             raise ConfigError(f"{name}.guard_extractable_drop = {self.guard_extractable_drop} "
                               "must be in [0, 1]")
+        if self.guard_probe < 1:
+            raise ConfigError(f"{name}.guard_probe = {self.guard_probe} must be >= 1")
         if self.guard_patience < 1:
             raise ConfigError(f"{name}.guard_patience = {self.guard_patience} must be >= 1")
 
@@ -252,6 +256,7 @@ class BaseAdapter:
                               f"{type(self.config).__name__}")
         self.budget = Budget()
         self.eval_budget = Budget()
+        self.guard_budget = Budget()
         self.records = AdaptRecords()
         self.progress = progress
         self.step_count = 0
@@ -370,7 +375,8 @@ class BaseAdapter:
                 "optimizer": opt.state_dict(), "optimizer_counters": (opt.steps, opt.skipped),
                 "budget": copy.deepcopy(self.budget), "eval_budget": copy.deepcopy(self.eval_budget),
                 "records": copy.deepcopy(self.records), "rng": rng_state(),
-                "extra": self.extra_state(), "guard": copy.deepcopy(self.guard.state())}
+                "extra": self.extra_state(), "guard": copy.deepcopy(self.guard.state()),
+                "guard_budget": copy.deepcopy(self.guard_budget)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         from deciplane.utils import set_rng_state
@@ -394,6 +400,7 @@ class BaseAdapter:
         self.load_extra_state(state["extra"])
         if "guard" in state:        # states written before the guard existed have none
             self.guard.load(state["guard"])
+            self.guard_budget.__dict__.update(copy.deepcopy(state["guard_budget"].__dict__))
 
     def save_state(self, path: str | Path, elapsed_s: float = 0.0) -> None:
         """Write :meth:`state_dict` atomically (a crash mid-write keeps the previous one).
@@ -439,16 +446,22 @@ class BaseAdapter:
                     continue
                 if self.guard.fired:            # resumed after the guard stopped the run
                     break
-                before = self._guard_snapshot()
+                if self.config.guard and self.guard.reference is None:    # the starting state
+                    self.guard.observe(0, self._probe(tasks), self._trained_copy(), 0)
                 tokens0, samples0 = self.budget.generated_tokens, self.budget.samples
-                opt_steps0 = self.budget.optimizer_steps
                 metrics = self.adapt_step([tasks[i] for i in idx], step)
                 signals = step_signals(self.budget.generated_tokens - tokens0,
                                        self.budget.samples - samples0,
                                        [v.answers for v in self.records.votes if v.step == step])
-                stop = self.guard.observe(step, signals, before, opt_steps0)
                 metrics.update({f"signal/{k}": v for k, v in signals.items() if v is not None})
-                metrics["guard/unhealthy_streak"] = float(self.guard.streak)
+                stop = False
+                if self.config.guard:
+                    probe = self._probe(tasks)
+                    stop = self.guard.observe(step, probe, self._trained_copy(),
+                                              self.budget.optimizer_steps)
+                    metrics.update({f"guard/probe_{k}": v for k, v in probe.items()
+                                    if v is not None})
+                    metrics["guard/unhealthy_streak"] = float(self.guard.streak)
                 metrics["step"] = step
                 metrics["optimizer_steps"] = self.budget.optimizer_steps
                 self.records.history.append(metrics)
@@ -471,12 +484,27 @@ class BaseAdapter:
         self.records.checkpoints.append((self.budget.optimizer_steps, dict(final)))
         return final
 
-    def _guard_snapshot(self) -> dict[str, torch.Tensor]:
-        """The trained parameters before a step (what a rollback restores); nothing when
-        the guard is off."""
-        if not self.config.guard:
-            return {}
+    def _trained_copy(self) -> dict[str, torch.Tensor]:
+        """The trained parameters now (what a rollback restores)."""
         return {n: p.detach().clone() for n, p in self.trainable_named_parameters().items()}
+
+    def _probe(self, tasks: Sequence[UnlabeledTask]) -> dict[str, float | None]:
+        """The guard's signals of the current policy: greedy answers to the first
+        ``guard_probe`` tasks (counted in ``guard_budget``)."""
+        cfg = self.config
+        probe = list(tasks)[:cfg.guard_probe]
+        tokens0 = self.guard_budget.generated_tokens
+        texts = generate_texts(self.policy, [self.format(t) for t in probe],
+                               max_new_tokens=cfg.max_new_tokens, greedy=True,
+                               budget=self.guard_budget, prompts_per_batch=cfg.answer_batch)
+        answers = self.guard_answers(texts)
+        s = step_signals(self.guard_budget.generated_tokens - tokens0, len(probe),
+                         [[a] for a in answers] if answers is not None else ())
+        return {"mean_tokens": s["mean_tokens"], "extractable": s["extractable"]}
+
+    def guard_answers(self, texts: Sequence[str]) -> list[str | None] | None:
+        """The answers the guard's extractable share counts (None: not judged)."""
+        return extract(texts)
 
     def _roll_back(self) -> None:
         """Restore the last parameters whose samples were healthy (the guard fired)."""

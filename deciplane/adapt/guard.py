@@ -3,20 +3,22 @@
 Test-time adaptation trains on its own pseudo-labels, so it can talk itself into a
 degenerate policy (TTPO at its defaults collapsed to 2-6-token answers such as "1" from a
 greedy start of 0.56 on products-1d). The guard watches only what an unlabeled run can
-see — never a gold answer — in the samples each step draws:
+see — never a gold answer:
 
-* ``mean_tokens``: generated tokens per sample;
-* ``extractable``: the share of samples with an answer the extraction rules accept
-  (adapters that vote: TTRL, TTPO, TASCO);
-* ``agreement``: the mean share of a prompt's samples that agree with its majority
-  (logged, not judged: healthy runs grow more agreed).
+* after every update (and once before the first), the **greedy answers of a fixed probe
+  set** (the run's first ``guard_probe`` tasks): ``mean_tokens`` (generated tokens per
+  answer) and ``extractable`` (the share with an answer the extraction rules accept; not
+  for code adapters). These are what the adapters answer with, and where TTPO's collapse
+  shows: its *sampled* responses only shrank from 18.8 to ~11 tokens (0.6x, as TTRL's
+  healthy ones at times), its greedy answers to 0.36x;
+* each step's **samples** (logged, not judged): ``mean_tokens``, ``extractable`` and
+  ``agreement`` (the mean share of a prompt's samples agreeing with its majority).
 
-A step's samples come from the policy *before* that step's update. The first step's
-signals are the reference (the starting policy). A step is unhealthy when its samples are
-shorter than ``length_ratio`` times the reference, or their extractable share fell by more
-than ``extractable_drop``; after ``patience`` unhealthy steps in a row the run stops and the
-trained parameters roll back to the last state whose samples were healthy. A healthy run
-whose answers legitimately get shorter (TTRL's went from ~16 to ~10 tokens: 0.62x) stays
+The probe before any update is the reference. A state is unhealthy when its probe answers
+are shorter than ``length_ratio`` times the reference, or their extractable share fell by
+more than ``extractable_drop``; after ``patience`` unhealthy states in a row the run stops
+and the trained parameters roll back to the last healthy state. A run whose answers
+legitimately get shorter (TTRL's greedy answers went from 16 to 9.5 tokens: 0.59x) stays
 above the default ratio 0.4.
 """
 
@@ -80,17 +82,18 @@ class CollapseGuard:
     fired: dict[str, Any] = field(default_factory=dict)
 
     def observe(self, step: int, signals: Mapping[str, float | None],
-                before_update: Mapping[str, torch.Tensor], optimizer_steps_before: int) -> bool:
-        """Judge the samples of ``step`` (drawn from ``before_update``, the parameters
-        after ``optimizer_steps_before`` optimizer steps); True when the run must stop."""
+                params: Mapping[str, torch.Tensor], optimizer_steps: int) -> bool:
+        """Judge the probe ``signals`` of the state after ``step`` (its trained ``params``,
+        after ``optimizer_steps`` optimizer steps; step 0: the starting state, the
+        reference); True when the run must stop."""
         if self.reference is None:
             self.reference = dict(signals)
         reasons = collapse_reasons(self.reference, signals, self.length_ratio,
                                    self.extractable_drop)
         if not reasons:
             self.streak = 0
-            self.healthy = {n: t.detach().clone() for n, t in before_update.items()}
-            self.healthy_optimizer_steps = optimizer_steps_before
+            self.healthy = {n: t.detach().clone() for n, t in params.items()}
+            self.healthy_optimizer_steps = optimizer_steps
             return False
         self.streak += 1
         if not self.enabled or self.streak < self.patience:

@@ -468,6 +468,10 @@ class ProbeERPO(BaseAdapter):
                             list(probes), [r.status for r in runs])
 
     # -- answering ----------------------------------------------------------------------
+    def guard_answers(self, texts):
+        """Programs, not numbers: the guard judges only the answers' length."""
+        return None
+
     def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:
         """Final answers (whole responses; the scorer extracts the program): greedy, or
         consensus selection over ``final_votes`` samples."""

@@ -394,6 +394,15 @@ class TASCO(BaseAdapter):
         finally:
             self.policy = plain
 
+    def _probe(self, tasks: Sequence[UnlabeledTask]) -> dict[str, float | None]:
+        """The guard's probe answers, prefix-conditioned (what TASCO adapts)."""
+        plain = self.policy
+        self.policy = self.prefix_policy
+        try:
+            return super()._probe(tasks)
+        finally:
+            self.policy = plain
+
     def base_weights_unchanged(self) -> bool:
         """True iff the base model's weights hash as before adaptation."""
         return weights_sha256(self.policy.model, skip="prompt_encoder") == self.base_sha256
