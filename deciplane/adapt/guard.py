@@ -58,11 +58,11 @@ def collapse_reasons(reference: Mapping[str, float | None], current: Mapping[str
     out = []
     ref, cur = reference.get("mean_tokens"), current.get("mean_tokens")
     if ref and cur is not None and cur < length_ratio * ref:
-        out.append(f"samples are {cur:.1f} tokens long, under {length_ratio:g} x the first "
-                   f"step's {ref:.1f}")
+        out.append(f"answers are {cur:.1f} tokens long, under {length_ratio:g} x the starting "
+                   f"state's {ref:.1f}")
     ref, cur = reference.get("extractable"), current.get("extractable")
     if ref is not None and cur is not None and cur < ref - extractable_drop:
-        out.append(f"{cur:.0%} of samples have an extractable answer, down from {ref:.0%} "
+        out.append(f"{cur:.0%} of the answers are extractable, down from {ref:.0%} "
                    f"(more than {extractable_drop:g})")
     return out
 

@@ -469,7 +469,7 @@ class ProbeERPO(BaseAdapter):
 
     # -- answering ----------------------------------------------------------------------
     def guard_answers(self, texts):
-        """Programs, not numbers: the guard judges only the answers' length."""
+        """Programs, not numbers: the guard checks only the answers' length."""
         return None
 
     def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:

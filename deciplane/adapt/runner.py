@@ -354,6 +354,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             summary.update(_jsonable(adapter.summary_extra()))
         # what the collapse guard did ({} when it did not fire or was off: config.guard)
         summary["collapse"] = _jsonable(adapter.guard.fired)
+        summary["guard"] = {"enabled": config.guard, "starting_state": _jsonable(adapter.guard.reference),
+                            "probe_tasks": min(config.guard_probe, n)}
         summary["guard_budget"] = adapter.guard_budget.as_dict()
         summary["diagnostics"] = _diagnostics(scorer, adapter)
         summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)

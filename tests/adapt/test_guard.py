@@ -32,7 +32,7 @@ def test_collapse_reasons_thresholds():
     ref = {"mean_tokens": 16.0, "extractable": 0.9}
     assert collapse_reasons(ref, {"mean_tokens": 10.0, "extractable": 0.95}, 0.4, 0.3) == []
     short = collapse_reasons(ref, {"mean_tokens": 6.0, "extractable": 0.9}, 0.4, 0.3)
-    assert len(short) == 1 and "6.0 tokens" in short[0]
+    assert len(short) == 1 and "6.0 tokens long" in short[0]
     lost = collapse_reasons(ref, {"mean_tokens": 16.0, "extractable": 0.5}, 0.4, 0.3)
     assert len(lost) == 1 and "50%" in lost[0]
     assert collapse_reasons({"mean_tokens": None}, {"mean_tokens": 1.0}, 0.4, 0.3) == []
