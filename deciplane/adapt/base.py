@@ -507,7 +507,7 @@ class BaseAdapter:
         return extract(texts)
 
     def _roll_back(self) -> None:
-        """Restore the last parameters whose samples were healthy (the guard fired)."""
+        """Restore the last parameters whose probe answers were healthy (the guard fired)."""
         fired = self.guard.fired
         log.warning("%s: collapse guard fired at step %d (%s); rolled back to the parameters "
                     "after %d optimizer steps and stopped", type(self).__name__, fired["step"],
