@@ -38,6 +38,10 @@ def doctor_cmd() -> None:
     for key in ("ray", "accelerate"):
         ok, why = rep[key]
         console.print(f"{key}: {'yes' if ok else 'no'} ({why})")
+    from deciplane.interop.common import interop_status
+
+    ok, why = interop_status()
+    console.print(f"interop (OpenEnv, SkyRL): {'yes' if ok else 'no'} ({why})", highlight=False)
     from deciplane.agents.precision import native_bf16
 
     console.print("native bf16 (model.trunk_dtype auto): "

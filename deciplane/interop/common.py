@@ -54,4 +54,20 @@ def served_info(info: Mapping[str, Any], split: str | None, expose_expert: bool)
     return out
 
 
-__all__ = ["EXPERT_INFO", "WITHHELD_INFO", "jsonable", "served_info"]
+def interop_status() -> tuple[bool, str]:
+    """Whether the ``interop`` extra is installed (``deciplane doctor``), with versions."""
+    from importlib import metadata
+
+    found, missing = [], []
+    for dist in ("openenv", "skyrl-gym"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            missing.append(dist)
+    if missing:
+        return False, (f"{', '.join(missing)} not installed: pip install -e '.[interop]' "
+                       "(deciplane serve, from_openenv, the SkyRL env)")
+    return True, ", ".join(found)
+
+
+__all__ = ["EXPERT_INFO", "WITHHELD_INFO", "interop_status", "jsonable", "served_info"]

@@ -70,3 +70,15 @@ def test_a_menu_env_through_skyrl_make_reaches_the_game_reward():
     finally:
         env.close()
         twin.close()
+
+
+def test_doctor_names_the_interop_extra():
+    from typer.testing import CliRunner
+
+    from deciplane.cli import app
+    from deciplane.interop.common import interop_status
+
+    ok, why = interop_status()
+    assert ok and "openenv 0.10" in why and "skyrl-gym 0.4" in why
+    out = CliRunner().invoke(app, ["doctor"])
+    assert "interop (OpenEnv, SkyRL): yes (openenv 0.10" in out.output
