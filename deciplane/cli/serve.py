@@ -39,10 +39,6 @@ def serve_cmd(
             print(f"wrote {folder} (check it with: openenv validate {folder} --level static "
                   "--skip-build)")
             return
-        oe.create_app(env_id, kwargs, max_sessions=max_sessions,
-                      session_timeout_s=session_timeout, expose_expert=expose_expert)  # checks
-        print(f"serving {env_id} at http://{host}:{port} (WebSocket /ws, {max_sessions} "
-              f"sessions, idle timeout {session_timeout:g} s)", flush=True)
         oe.serve(env_id, kwargs, host=host, port=port, max_sessions=max_sessions,
                  session_timeout_s=session_timeout, expose_expert=expose_expert)
 

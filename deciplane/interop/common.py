@@ -11,9 +11,6 @@ import numpy as np
 WITHHELD_INFO = ("answer", "gold", "solution", "hidden", "tests", "reference", "target")
 """``info`` keys containing any of these words are never served (held-out answers)."""
 
-EXPERT_INFO = ("expert_action", "expert_command")
-
-
 def jsonable(value: Any) -> Any:
     """``value`` as JSON data: menus as their lines, numpy scalars and arrays as Python
     numbers and lists, non-finite floats as None, anything else unknown as its ``str``."""
@@ -45,7 +42,7 @@ def served_info(info: Mapping[str, Any], split: str | None, expose_expert: bool)
         k = str(key).lower()
         if k in ("menu", "action_mask"):
             continue
-        if k in EXPERT_INFO or k.startswith("expert"):
+        if k.startswith("expert"):                  # expert_action, expert_command
             if not (expose_expert and split == "train"):
                 continue
         elif any(word in k for word in WITHHELD_INFO):
@@ -70,4 +67,4 @@ def interop_status() -> tuple[bool, str]:
     return True, ", ".join(found)
 
 
-__all__ = ["EXPERT_INFO", "WITHHELD_INFO", "interop_status", "jsonable", "served_info"]
+__all__ = ["WITHHELD_INFO", "interop_status", "jsonable", "served_info"]

@@ -209,8 +209,11 @@ def serve(env_id: str, env_kwargs: Mapping[str, Any] | None = None, host: str = 
     CodeGen or CodeOpt env runs the client's programs, inside deciplane's Sandbox)."""
     import uvicorn
 
-    uvicorn.run(create_app(env_id, env_kwargs, **options), host=host, port=int(port),
-                log_level="warning")
+    app = create_app(env_id, env_kwargs, **options)     # bad options fail before the line
+    print(f"serving {env_id} at http://{host}:{port} (WebSocket /ws, "
+          f"{options.get('max_sessions', 4)} sessions, idle timeout "
+          f"{options.get('session_timeout_s', DEFAULT_SESSION_TIMEOUT_S)} s)", flush=True)
+    uvicorn.run(app, host=host, port=int(port), log_level="warning")
 
 
 def write_openenv_folder(folder: str | Path, env_id: str,

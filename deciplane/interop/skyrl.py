@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deciplane.envs.menu_env import normalize_command
 from deciplane.interop.common import served_info
 
 try:
@@ -41,8 +42,8 @@ def menu_prompt(observation: str, menu: Any) -> str:
 def menu_choice(reply: str, menu: Any) -> int:
     """The menu index a reply names: a line of the menu (case and spacing ignored, a
     trailing period too) or its number from 1; ``len(menu)`` (an invalid action) otherwise."""
-    text = " ".join(str(reply).strip().strip(".").split()).lower()
-    lines = [" ".join(str(a).split()).lower() for a in menu]
+    text = normalize_command(str(reply).strip().strip("."))
+    lines = [normalize_command(str(a)) for a in menu]
     if text in lines:
         return lines.index(text)
     if text.isdigit() and 1 <= int(text) <= len(lines):

@@ -140,16 +140,18 @@ class TwcPlanner:
     def _nearest_place(self, obj: str, legal: set[str]) -> str | None:
         """A put of ``obj`` into an accepted container the room allows now, else the ``open``
         of one (in ``places`` order: the same choice for the same object every time)."""
-        for verb in ("put", "open"):
+        puts: dict[str, str] = {}      # accepted-container key -> the legal command
+        opens: dict[str, str] = {}
+        for cmd in sorted(legal):
+            put = parse_put(cmd, [obj])
+            if put and put[0] == obj:
+                puts.setdefault(_key(put[1]), cmd)
+            elif cmd.startswith("open ") and not cmd.startswith("open door"):
+                opens.setdefault(_key(cmd[5:]), cmd)
+        for found in (puts, opens):
             for c in self.places.get(obj, ()):
-                for cmd in sorted(legal):
-                    if verb == "put" and (cmd.startswith(f"put {obj} in ")
-                                          or cmd.startswith(f"put {obj} on ")) \
-                            and _key(cmd[len(f"put {obj} in "):]) == c:
-                        return cmd
-                    if verb == "open" and cmd.startswith("open ") \
-                            and not cmd.startswith("open door") and _key(cmd[5:]) == c:
-                        return cmd
+                if c in found:
+                    return found[c]
         return None
 
     def next_command(self, look: str, actions: Sequence[str]) -> str | None:
