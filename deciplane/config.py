@@ -212,7 +212,7 @@ def coerce(tp: Any, value: Any, key: str) -> Any:
 _POSITIVE = {"iterations", "group_size", "games_per_iteration", "max_episode_steps", "epochs",
              "minibatches", "micro_batch_size", "prompts_per_step", "max_new_tokens",
              "every_n", "keep_last", "lora_rank", "threads", "eval_max_new_tokens",
-             "lora_last_layers"}
+             "lora_last_layers", "workers"}
 
 
 _NON_NEGATIVE = {"lr", "weight_decay", "max_grad_norm", "clip_eps", "beta", "beta_menu",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -116,6 +116,9 @@ class EnvSuite:
         ones of the split's list, so every evaluation plays the same episodes)."""
         self.setup_s = 0.0
         """Seconds spent generating games and building envs (JVMs) so far."""
+        self.pool: Any = None
+        """An :class:`~deciplane.trainers.eval_pool.EvalPool` (``eval.workers`` > 1) that
+        :meth:`evaluate` shares its batches with, or None."""
 
     # ---- games -----------------------------------------------------------------------------
     def games(self, split: str) -> list[str]:
@@ -237,67 +240,100 @@ class EnvSuite:
         return list(range(episodes or 10))
 
     def evaluate(self, agent: Any, split: str, episodes: int | None, collect: Callable,
-                 model: Any = None, batch: int = 8) -> dict[str, Any]:
+                 model: Any = None, batch: int = 8, remote: str | None = None
+                 ) -> dict[str, Any]:
         """Play the split's evaluation episodes with ``agent`` (greedy): success rate with
         its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins
         in seed order (``episode_wins``, for paired comparisons: same ``episode_seeds``,
         same games and menus) and the split fingerprint. ``self.progress(phase, done,
-        total, metrics)``, when set, is called after every batch."""
+        total, metrics)``, when set, is called after every batch.
+
+        With a :attr:`pool` (``eval.workers`` > 1) and ``remote`` (the name of the same
+        agent in the helpers, ``Algorithm.eval_spec``), the batches are shared with the
+        helper processes and this process plays its own on one thread."""
         import torch
 
         from deciplane.stats import wilson_interval
+        from deciplane.trainers.eval_pool import batch_starts, share_batches
 
         seeds = self.eval_seeds(split, episodes)
         if self.episode_limit is not None:
             seeds = seeds[:self.episode_limit]
-        total = RolloutStats()
-        wins: list[int] = []
-        steps: list[int] = []
+        pool = self.pool if remote is not None else None
+        done: list[int] = []
+
+        def limit() -> int:   # the time plan may set it after the first batch
+            n = len(seeds)
+            return n if self.episode_limit is None else min(n, max(self.episode_limit, 1))
+
+        def local(start: int, stop: int) -> list[dict[str, Any]]:
+            return self.play_batch(agent, split, seeds[start:stop], collect)
+
+        def on_done(start: int, out: list[dict[str, Any]]) -> None:
+            done.extend(e["won"] for e in out)
+            if self.progress is not None:
+                self.progress(f"eval {split}", len(done), limit(),
+                              {"success": sum(done) / len(done)})
+
         was_training = bool(model.training) if model is not None else False
+        threads = torch.get_num_threads()
         if model is not None:
             model.eval()
         try:
-            s = 0
-            while s < len(seeds):
-                if self.episode_limit is not None:   # may be set after the first batch
-                    seeds = seeds[:max(self.episode_limit, s)]
-                    if s >= len(seeds):
-                        break
-                part = seeds[s:s + batch]
-                s += len(part)
-                vec = self._vector(split, len(part), expert=False)
-                if split not in self._fps:  # envs with their own suites (ALFWorld, ...)
-                    try:
-                        self._fps[split] = str(vec.get_attr("split_fingerprint")[0])
-                    except Exception:  # noqa: BLE001 - an env without a fingerprint
-                        pass
-                with torch.no_grad():
-                    trajs, st = collect(agent, vec, part, 1, self.cfg.max_episode_steps, seed=0)
-                wins += [int(t.won) for t in trajs]
-                steps += [len(t) for t in trajs]
-                for k in ("env_steps", "episodes", "won", "invalid", "length_sum"):
-                    setattr(total, k, getattr(total, k) + getattr(st, k))
-                total.return_sum += st.return_sum
-                if self.progress is not None:
-                    self.progress(f"eval {split}", len(wins), len(seeds),
-                                  {"success": sum(wins) / len(wins)})
+            runners: list[Callable[[int, int], Any]] = [local]
+            if pool is not None:
+                pool.sync(model)
+                runners += pool.runners(remote, split, seeds)
+                torch.set_num_threads(1)   # one thread per process (module doc of eval_pool)
+            parts = share_batches(batch_starts(len(seeds), batch), batch, limit, runners,
+                                  on_done)
         finally:
+            torch.set_num_threads(threads)
             if model is not None and was_training:
                 model.train()
-        n = max(1, total.episodes)
-        lo, hi = wilson_interval(total.won, total.episodes)
-        out: dict[str, Any] = {
-            "success_rate": total.won / n, "success_ci95": [lo, hi], "won": total.won,
-            "episodes": total.episodes, "mean_return": total.return_sum / n,
-            "mean_steps": total.length_sum / n,
-            "invalid_rate": total.invalid / max(1, total.env_steps),
-            "env_steps": total.env_steps, "episode_seeds": list(seeds), "episode_wins": wins,
+        # episode order; a batch that ran past a limit set meanwhile is cut to it, so that
+        # every evaluation of the run plays the same episodes
+        eps = [e for start in sorted(parts) for e in parts[start]][:limit()]
+        seeds = seeds[:len(eps)]
+        wins = [e["won"] for e in eps]
+        steps = [e["steps"] for e in eps]
+        n = max(1, len(eps))
+        env_steps = sum(steps)
+        won = sum(wins)
+        lo, hi = wilson_interval(won, len(eps))
+        result: dict[str, Any] = {
+            "success_rate": won / n, "success_ci95": [lo, hi], "won": won,
+            "episodes": len(eps), "mean_return": sum(e["return"] for e in eps) / n,
+            "mean_steps": env_steps / n,
+            "invalid_rate": sum(e["invalid"] for e in eps) / max(1, env_steps),
+            "env_steps": env_steps, "episode_seeds": list(seeds), "episode_wins": wins,
             "episode_steps": steps}
         if split in self._fps:
-            out["split_fingerprint"] = self._fps[split]
-        return out
+            result["split_fingerprint"] = self._fps[split]
+        return result
+
+    def play_batch(self, agent: Any, split: str, seeds: Sequence[int], collect: Callable
+                   ) -> list[dict[str, Any]]:
+        """One batch of evaluation episodes, one per reset seed, in seed order: ``won``,
+        ``steps``, ``return``, ``invalid`` (steps) each (plain data: it may cross a
+        process boundary)."""
+        import torch
+
+        vec = self._vector(split, len(seeds), expert=False)
+        if split not in self._fps:  # envs with their own suites (ALFWorld, ...)
+            try:
+                self._fps[split] = str(vec.get_attr("split_fingerprint")[0])
+            except Exception:  # noqa: BLE001 - an env without a fingerprint
+                pass
+        with torch.no_grad():
+            trajs, _ = collect(agent, vec, list(seeds), 1, self.cfg.max_episode_steps, seed=0)
+        return [{"won": int(t.won), "steps": len(t), "return": t.total_reward,
+                 "invalid": sum(int(turn.invalid) for turn in t.turns)} for t in trajs]
 
     def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
         for v in self._vec.values():
             v.close()
         self._vec.clear()

@@ -35,6 +35,7 @@ from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
 from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.eval_pool import start_eval_pool
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
@@ -151,6 +152,7 @@ class MenuPPO(Algorithm):
         self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
+        self.suite.pool = start_eval_pool(c)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
@@ -326,9 +328,22 @@ class MenuPPO(Algorithm):
                        valid_agreement=best["valid_agreement"])
         return out
 
+    def eval_spec(self, kind: str) -> tuple[Any, Any]:
+        """``(agent, episode collector)`` of an evaluation: ``trained`` (the run's greedy
+        agent) or ``labels`` (RLiD's labels readout on the same weights)."""
+        if kind == "labels":
+            c = self.config
+            return (MenuAgent(self.policy, greedy=c.eval.greedy, temperature=c.temperature,
+                              history=c.history, dedup=c.frozen_trunk != "full_forward",
+                              readout="labels"), collect_menu_episodes)
+        if kind != "trained":
+            raise ConfigError(f"unknown evaluation agent {kind!r} (trained, labels)")
+        return self.eval_agent, collect_menu_episodes
+
     def evaluate(self, split: str) -> dict[str, float]:
-        return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
-                                   collect_menu_episodes, model=self.policy.model)
+        agent, collect = self.eval_spec("trained")
+        return self.suite.evaluate(agent, split, self.config.eval.episodes, collect,
+                                   model=self.policy.model, remote="trained")
 
     def eval_costs(self) -> dict[str, float]:
         """With the labels zero-shot timed first (a full forward per decision): the items
@@ -343,12 +358,9 @@ class MenuPPO(Algorithm):
     def evaluate_labels(self, split: str) -> dict[str, float]:
         """The same evaluation with RLiD's labels readout (the run's prompts) on the
         current weights: before training, the untrained model's zero-shot menu choice."""
-        c = self.config
-        agent = MenuAgent(self.policy, greedy=c.eval.greedy, temperature=c.temperature,
-                          history=c.history, dedup=c.frozen_trunk != "full_forward",
-                          readout="labels")
-        return self.suite.evaluate(agent, split, c.eval.episodes, collect_menu_episodes,
-                                   model=self.policy.model)
+        agent, collect = self.eval_spec("labels")
+        return self.suite.evaluate(agent, split, self.config.eval.episodes, collect,
+                                   model=self.policy.model, remote="labels")
 
     def close(self) -> None:
         self.suite.close()

@@ -16,6 +16,7 @@ from deciplane.agents.text import TextAgent
 from deciplane.engine.episodes import collect_text_episodes
 from deciplane.engine.logprobs import sequence_logprobs
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
+from deciplane.errors import ConfigError
 from deciplane.objectives.advantages import is_degenerate_batch
 from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
 from deciplane.objectives.tlm_dre import tlm_dre_loss
@@ -23,6 +24,7 @@ from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
 from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.eval_pool import start_eval_pool
 from deciplane.trainers.rlid_ppo import group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
@@ -51,6 +53,7 @@ class TextPPO(Algorithm):
                                temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
+        self.suite.pool = start_eval_pool(c)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
         self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
@@ -155,9 +158,17 @@ class TextPPO(Algorithm):
                 "first_loss": losses[0] if losses else None,
                 "final_loss": losses[-1] if losses else None}
 
+    def eval_spec(self, kind: str) -> tuple[Any, Any]:
+        """``(agent, episode collector)`` of the ``trained`` evaluation (the run's greedy
+        agent)."""
+        if kind != "trained":
+            raise ConfigError(f"unknown evaluation agent {kind!r} (trained)")
+        return self.eval_agent, collect_text_episodes
+
     def evaluate(self, split: str) -> dict[str, float]:
-        return self.suite.evaluate(self.eval_agent, split, self.config.eval.episodes,
-                                   collect_text_episodes, model=self.policy.model)
+        agent, collect = self.eval_spec("trained")
+        return self.suite.evaluate(agent, split, self.config.eval.episodes, collect,
+                                   model=self.policy.model, remote="trained")
 
     def close(self) -> None:
         self.suite.close()
