@@ -250,11 +250,13 @@ class EnvSuite:
 
         With a :attr:`pool` (``eval.workers`` > 1) and ``remote`` (the name of the same
         agent in the helpers, ``Algorithm.eval_spec``), the batches are shared with the
-        helper processes and this process plays its own on one thread."""
+        helper processes and this process plays its own on one thread, in smaller batches
+        (:func:`~deciplane.trainers.eval_pool.pooled_batch`) so that no process waits
+        long for the last one."""
         import torch
 
         from deciplane.stats import wilson_interval
-        from deciplane.trainers.eval_pool import batch_starts, share_batches
+        from deciplane.trainers.eval_pool import batch_starts, pooled_batch, share_batches
 
         seeds = self.eval_seeds(split, episodes)
         if self.episode_limit is not None:
@@ -285,6 +287,7 @@ class EnvSuite:
                 pool.sync(model)
                 runners += pool.runners(remote, split, seeds)
                 torch.set_num_threads(1)   # one thread per process (module doc of eval_pool)
+                batch = pooled_batch(batch, pool.workers)
             parts = share_batches(batch_starts(len(seeds), batch), batch, limit, runners,
                                   on_done)
         finally:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from deciplane.trainers.eval_pool import (batch_starts, load_trainable_state, share_batches,
-                                          trainable_state)
+from deciplane.trainers.eval_pool import (batch_starts, load_trainable_state, pooled_batch,
+                                          share_batches, trainable_state)
 
 REPO = Path(__file__).resolve().parents[2]
 needs_java = pytest.mark.skipif(shutil.which("java") is None,
@@ -23,6 +23,7 @@ def test_batch_starts():
     assert batch_starts(20, 8) == [0, 8, 16]
     assert batch_starts(16, 8) == [0, 8]
     assert batch_starts(0, 8) == []
+    assert (pooled_batch(8, 2), pooled_batch(8, 1), pooled_batch(2, 4)) == (2, 4, 1)
     with pytest.raises(Exception, match="batch"):
         batch_starts(5, 0)
 
@@ -93,7 +94,7 @@ def test_pooled_evaluation_equals_the_in_process_one():
 
     torch.set_num_threads(1)
     overrides = ["model.name=deciplane/tiny", "model.threads=1", "readout_layer=null",
-                 "eval.episodes=12", "env.max_episode_steps=4"]
+                 "eval.episodes=12", "env.max_episode_steps=4", "eval.workers=1"]
     local = build_algorithm(cfg := load_config(REPO / "configs" / "quickstart_twx.yaml",
                                                overrides), build_policy(cfg))
     pooled_cfg = load_config(REPO / "configs" / "quickstart_twx.yaml",
