@@ -3,8 +3,8 @@
 Pure functions of measured times (no clocks here), used by the
 :class:`~deciplane.trainers.trainer.Trainer`:
 
-* :func:`eval_episodes_that_fit` — after the first batch of the first held-out evaluation
-  has been timed, how many episodes every evaluation of the run (before training, after
+* :func:`eval_episodes_that_fit` — once :data:`PLAN_AFTER_EPISODES` episodes of the first
+  held-out evaluation have been timed, how many episodes every evaluation of the run (before training, after
   the warm start, final) may play so that together they stay within ``eval_share`` of the
   budget (at least one batch, at most what the config asks for; the same number for
   every evaluation, so the agents compared play the same episodes);
@@ -19,6 +19,11 @@ Pure functions of measured times (no clocks here), used by the
 from __future__ import annotations
 
 import math
+
+PLAN_AFTER_EPISODES = 8
+"""The evaluations' share is planned once this many episodes of the first evaluation are
+done (one in-process batch; a pooled evaluation reports smaller batches): the floor of
+every evaluation, and enough episodes for a steady per-episode time."""
 
 
 def eval_episodes_that_fit(budget_s: float, eval_share: float, per_episode_s: float,
@@ -47,4 +52,4 @@ def room_for_iteration(elapsed_s: float, budget_s: float | None, iteration_s: fl
     return elapsed_s + (iteration_s or 0.0) + reserve_s <= budget_s
 
 
-__all__ = ["continue_epochs", "eval_episodes_that_fit", "room_for_iteration"]
+__all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "eval_episodes_that_fit", "room_for_iteration"]

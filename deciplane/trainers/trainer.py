@@ -45,8 +45,8 @@ from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
 from deciplane.trainers.logger import METRICS_FILE, RunLogger
-from deciplane.trainers.planner import (continue_epochs, eval_episodes_that_fit,
-                                        room_for_iteration)
+from deciplane.trainers.planner import (PLAN_AFTER_EPISODES, continue_epochs,
+                                        eval_episodes_that_fit, room_for_iteration)
 from deciplane.utils import atomic_write_json, seed_everything
 
 
@@ -228,7 +228,7 @@ class Trainer:
             plan = self.extra["plan"]
             if cfg.max_wall_time_s is None or plan.get("eval_episodes") is not None:
                 return
-            if "t0" not in plan_box:
+            if "t0" not in plan_box or done < min(PLAN_AFTER_EPISODES, total):
                 return
             # env building (JVM starts) is paid once, not per episode: left out
             setup = getattr(suite, "setup_s", 0.0) - plan_box.get("setup0", 0.0)
