@@ -116,6 +116,8 @@ class EvalConfig:
     """Episodes of each evaluation during training (`every`): null = as many as the others (after the time plan); fewer make a cheaper point of the held-out curve (the first ones of the same episodes)."""
     workers: int = 1
     """Processes that play the held-out evaluation episodes (rlid_ppo, text_ppo): 1 = this one; 2 = this one and a helper process, each with one torch thread while they play (on 2 cores an evaluation then ends ~1.3x sooner than in one process with 2 threads: benchmarks/bench_eval_workers.py). A helper loads its own copy of the model and envs (~1 GB with SmolLM2-135M) when the run starts."""
+    cache_baselines: bool = True
+    """Keep the zero-shot evaluations (`zero_shot_labels`, `before`) in `$DECIPLANE_HOME/baselines/` and reuse them in a later run with the same weights, agent settings, prompt, env settings, split, episodes and deciplane code (rlid_ppo, text_ppo; summary.json `baseline_cache` names the ones read). A cached evaluation costs no time, and the time plan counts it as free."""
     zero_shot_labels: bool = False
     """rlid_ppo with readout=items: also evaluate the untrained model with RLiD's labels readout (same prompts, same episodes) before training — summary.json `zero_shot_labels`, paired with every later stage."""
 

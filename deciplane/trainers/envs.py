@@ -243,9 +243,10 @@ class EnvSuite:
                  model: Any = None, batch: int = 8, remote: str | None = None
                  ) -> dict[str, Any]:
         """Play the split's evaluation episodes with ``agent`` (greedy): success rate with
-        its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins
-        in seed order (``episode_wins``, for paired comparisons: same ``episode_seeds``,
-        same games and menus) and the split fingerprint. ``self.progress(phase, done,
+        its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins,
+        lengths, returns and invalid steps in seed order (``episode_wins``, for paired
+        comparisons: same ``episode_seeds``, same games and menus) and the split
+        fingerprint (:func:`~deciplane.trainers.baseline_cache.summarize_episodes`). ``self.progress(phase, done,
         total, metrics)``, when set, is called after every batch.
 
         With a :attr:`pool` (``eval.workers`` > 1) and ``remote`` (the name of the same
@@ -255,7 +256,7 @@ class EnvSuite:
         long for the last one."""
         import torch
 
-        from deciplane.stats import wilson_interval
+        from deciplane.trainers.baseline_cache import summarize_episodes
         from deciplane.trainers.eval_pool import batch_starts, pooled_batch, share_batches
 
         seeds = self.eval_seeds(split, episodes)
@@ -297,23 +298,18 @@ class EnvSuite:
         # episode order; a batch that ran past a limit set meanwhile is cut to it, so that
         # every evaluation of the run plays the same episodes
         eps = [e for start in sorted(parts) for e in parts[start]][:limit()]
-        seeds = seeds[:len(eps)]
-        wins = [e["won"] for e in eps]
-        steps = [e["steps"] for e in eps]
-        n = max(1, len(eps))
-        env_steps = sum(steps)
-        won = sum(wins)
-        lo, hi = wilson_interval(won, len(eps))
-        result: dict[str, Any] = {
-            "success_rate": won / n, "success_ci95": [lo, hi], "won": won,
-            "episodes": len(eps), "mean_return": sum(e["return"] for e in eps) / n,
-            "mean_steps": env_steps / n,
-            "invalid_rate": sum(e["invalid"] for e in eps) / max(1, env_steps),
-            "env_steps": env_steps, "episode_seeds": list(seeds), "episode_wins": wins,
-            "episode_steps": steps}
-        if split in self._fps:
-            result["split_fingerprint"] = self._fps[split]
-        return result
+        return summarize_episodes(seeds, eps, self._fps.get(split))
+
+    def split_fingerprint(self, split: str) -> str | None:
+        """The fingerprint of ``split``'s episodes (building one env if none was built)."""
+        if split not in self._fps:
+            vec = self._vector(split, 1, expert=False)
+            if split not in self._fps:   # envs with their own suites (ALFWorld, ...)
+                try:
+                    self._fps[split] = str(vec.get_attr("split_fingerprint")[0])
+                except Exception:  # noqa: BLE001 - an env without a fingerprint
+                    pass
+        return self._fps.get(split)
 
     def play_batch(self, agent: Any, split: str, seeds: Sequence[int], collect: Callable
                    ) -> list[dict[str, Any]]:

@@ -204,7 +204,10 @@ class Trainer:
         warm = int(getattr(getattr(cfg, "bc", None), "episodes", 0) or 0) > 0
         cost = self.algo.eval_costs()     # per episode, relative to the timed evaluation
         before, trained = cost.get("before", 1.0), cost.get("trained", 1.0)
-        n = (before + trained * int(warm) + int(self._labels_baseline())) * int(cfg.eval.before)
+        cached = {kind for kind, _ in getattr(self, "_cached", {})}
+        before *= int("trained" not in cached)    # a cached evaluation is free
+        labels = int(self._labels_baseline() and "labels" not in cached)
+        n = (before + trained * int(warm) + labels) * int(cfg.eval.before)
         n += trained
         if cfg.eval.every:
             during = (cfg.iterations - 1) // cfg.eval.every
@@ -286,13 +289,17 @@ class Trainer:
         """Held-out metrics of the untrained policy, then the optional warm start (and, if
         there was one, the metrics right after it: ``after_warm_start``)."""
         cfg = self.config
+        if cfg.eval.before:
+            self._find_cached_baselines()
         if cfg.eval.before and self._labels_baseline():   # first: the time plan times it
             with self._phase("eval_zero_shot_labels"):
                 self.extra["zero_shot_labels"] = self._eval_splits(
-                    logger, "zero-shot, labels readout", self.algo.evaluate_labels)
+                    logger, "zero-shot, labels readout", self.algo.evaluate_labels,
+                    baseline="labels")
         if cfg.eval.before:
             with self._phase("eval_before"):
-                self.extra["before"] = self._eval_splits(logger, "before training")
+                self.extra["before"] = self._eval_splits(logger, "before training",
+                                                         baseline="trained")
             logger.log(0, _eval_metrics(self.extra["before"]) | {"env_steps": 0})
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
         now = time.perf_counter()
@@ -315,10 +322,76 @@ class Trainer:
                     self.extra["after_warm_start"] = self._eval_splits(logger,
                                                                        "after warm start")
 
-    def _eval_splits(self, logger: RunLogger, when: str, evaluate: Any = None
-                     ) -> dict[str, dict[str, Any]]:
+    def _find_cached_baselines(self) -> None:
+        """Look up the zero-shot evaluations of this run in the baseline cache
+        (:mod:`deciplane.trainers.baseline_cache`) before any is played, so that the time
+        plan counts a cached one as free."""
+        self._baseline_keys: dict[tuple[str, str], str] = {}
+        self._cached: dict[tuple[str, str], dict[str, Any]] = {}
+        key_of = getattr(self.algo, "baseline_key", None)
+        if not self.config.eval.cache_baselines or key_of is None:
+            return
+        from deciplane.trainers.baseline_cache import load_baseline
+
+        kinds = ["trained"] + (["labels"] if self._labels_baseline() else [])
+        for kind in kinds:
+            for split in self.config.eval.final_splits:
+                key = key_of(kind, split)
+                if key is None:
+                    continue
+                self._baseline_keys[(kind, split)] = key
+                entry = load_baseline(key)
+                if entry is not None:
+                    self._cached[(kind, split)] = entry
+
+    def _from_cache(self, logger: RunLogger, when: str, kind: str, split: str
+                    ) -> dict[str, Any] | None:
+        """The cached result of the ``kind`` evaluation on ``split``, cut to the run's
+        episode limit, or None when the cache has fewer episodes than this run plays. The
+        first evaluation of a run with a budget plans the others from its cached time."""
+        from deciplane.trainers.baseline_cache import cut_evaluation
+
+        entry = self._cached.get((kind, split))
+        if entry is None:
+            return None
+        cfg, plan = self.config, self.extra["plan"]
+        res = entry["result"]
+        suite = getattr(self.algo, "suite", None)
+        requested = len(suite.eval_seeds(split, cfg.eval.episodes)) if suite else res["episodes"]
+        if cfg.max_wall_time_s is not None and plan.get("eval_episodes") is None:
+            per_ep = float(entry["s_per_episode"])
+            n = eval_episodes_that_fit(cfg.max_wall_time_s, cfg.plan.eval_share, per_ep,
+                                       self._evaluations_planned(), requested,
+                                       minimum=min(PLAN_AFTER_EPISODES, requested))
+            plan.update({"eval_episodes": n, "eval_probe_s_per_episode": per_ep,
+                         "evaluations": self._evaluations_planned(),
+                         "eval_probe": "baseline cache"})
+            self._set_eval_limit(n)
+            if n < requested:
+                logger.print(f"time plan: {n} of {requested} evaluation episodes per "
+                             f"evaluation fit (cached {per_ep:.1f} s per episode)")
+        limit = getattr(suite, "episode_limit", None)
+        need = requested if limit is None else min(limit, requested)
+        if res["episodes"] < need:
+            return None
+        self.extra.setdefault("baseline_cache", {})[f"{kind}/{split}"] = \
+            self._baseline_keys[(kind, split)]
+        res = cut_evaluation(res, need)
+        logger.print(f"{when}, {split}: from the baseline cache "
+                     f"({self._baseline_keys[(kind, split)]}): {_fmt(res)}")
+        return res
+
+    def _eval_splits(self, logger: RunLogger, when: str, evaluate: Any = None,
+                     baseline: str | None = None) -> dict[str, dict[str, Any]]:
+        """Evaluate every final split; ``baseline`` (``labels``, ``trained``): a zero-shot
+        evaluation, read from and written to the baseline cache."""
         out = {}
         for split in self.config.eval.final_splits:
+            if baseline is not None:
+                cached = self._from_cache(logger, when, baseline, split)
+                if cached is not None:
+                    out[split] = cached
+                    continue
             t0 = time.perf_counter()
             self._eval_probe["t0"] = t0
             self._eval_probe["setup0"] = getattr(getattr(self.algo, "suite", None),
@@ -328,6 +401,12 @@ class Trainer:
             plan = self.extra["plan"]
             plan["eval_s_max"] = max(float(plan.get("eval_s_max") or 0.0), took)
             logger.print(f"{when}, {split}: {_fmt(out[split])}")
+            key = getattr(self, "_baseline_keys", {}).get((baseline, split)) if baseline else None
+            if key is not None and distributed.is_main():
+                from deciplane.trainers.baseline_cache import store_baseline
+
+                store_baseline(key, out[split], took, eval_workers=self.config.eval.workers,
+                               threads=self.config.model.threads)
         return out
 
     def _iteration(self, it: int, logger: RunLogger) -> dict[str, Any]:
@@ -441,6 +520,8 @@ class Trainer:
             "before": self.extra.get("before", {}),
             "after_warm_start": self.extra.get("after_warm_start"),
             "zero_shot_labels": self.extra.get("zero_shot_labels"),
+            **({"baseline_cache": self.extra["baseline_cache"]}
+               if self.extra.get("baseline_cache") else {}),
             "during": self.extra.get("during", []),
             "groups_with_signal": self.extra.get("groups_with_signal", []),
             "eval": final,
