@@ -64,6 +64,48 @@ def run_deciplane(env: gym.Env, n_games: int, steps: int, max_len: int, seed: in
     return done_steps
 
 
+def wrapper_overhead(env: gym.Env, n_games: int, steps: int, max_len: int, seed: int
+                     ) -> tuple[float, float]:
+    """``(CPU us per step outside TextWorld's own step, that share of the step)``, over one
+    more block of deciplane steps (resets untimed), each timed whole and around the
+    TextWorld ``step`` inside it: the wrapper's own cost (Gymnasium's wrappers, menu, mask,
+    info, checks). Steady on a loaded machine, where the two sides' ratio scatters by
+    several percent; not part of the ratios. The inner clock reads (~2 us a step on the
+    reference machine) count as overhead."""
+    clock = time.process_time_ns
+    inner = [0]
+    games = env.unwrapped._games  # path -> started TextWorld env (all loaded by now)
+
+    def timed(raw_step):
+        def step(command):
+            t0 = clock()
+            out = raw_step(command)
+            inner[0] += clock() - t0
+            return out
+        return step
+
+    for game in games.values():
+        game.step = timed(game.step)
+    total = n = episode = 0
+    try:
+        while n < steps:
+            rng = np.random.default_rng(seed + episode)
+            _, info = env.reset(options={"game": episode % n_games})
+            for _ in range(max_len):
+                action = int(rng.integers(len(info["menu"])))
+                t0 = clock()
+                _, _, term, trunc, info = env.step(action)
+                total += clock() - t0
+                n += 1
+                if term or trunc or n >= steps:
+                    break
+            episode += 1
+    finally:
+        for game in games.values():
+            del game.step  # back to the class's method
+    return (total - inner[0]) / n / 1e3, (total - inner[0]) / total
+
+
 def check_same_trajectories(raw_envs: dict, env: gym.Env, paths: list[Path],
                             expert: bool) -> None:
     """Both sides must see the same text and menus for the same choices (else the
@@ -130,6 +172,8 @@ def main() -> None:
         per_round.append(rate["dp"] / rate["raw"])
         print(f"round {r}: raw {rate['raw']:7.1f} steps/s   deciplane {rate['dp']:7.1f} steps/s"
               f"   ratio {per_round[-1]:.3f}")
+    over_us, over_share = wrapper_overhead(env, len(paths), 10 * args.steps, args.max_len,
+                                           seed=10**6)
     raw_sps, dp_sps = steps["raw"] / wall["raw"], steps["dp"] / wall["dp"]
     raw_cpu, dp_cpu = steps["raw"] / cpu["raw"], steps["dp"] / cpu["dp"]
     result = {
@@ -141,6 +185,8 @@ def main() -> None:
         "median_round_ratio": round(sorted(per_round)[len(per_round) // 2], 3),
         "raw_steps_per_cpu_s": round(raw_cpu, 1), "deciplane_steps_per_cpu_s": round(dp_cpu, 1),
         "ratio_cpu": round(dp_cpu / raw_cpu, 3),
+        "overhead_cpu_us_per_step": round(over_us, 1),
+        "overhead_share": round(over_share, 4),
         "textworld": textworld.__version__, "python": platform.python_version(),
     }
     print(f"\nwall: raw textworld {raw_sps:.1f} steps/s, deciplane/TextWorld-v0 {dp_sps:.1f} "
@@ -148,6 +194,8 @@ def main() -> None:
           f"{result['median_round_ratio']})")
     print(f"cpu:  raw textworld {raw_cpu:.1f} steps/cpu-s, deciplane/TextWorld-v0 {dp_cpu:.1f} "
           f"steps/cpu-s, ratio {result['ratio_cpu']:.3f}")
+    print(f"deciplane's own CPU per step (outside TextWorld's step): {over_us:.1f} us, "
+          f"{100 * over_share:.2f}% of the step")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     env.close()

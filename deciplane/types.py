@@ -27,7 +27,8 @@ class Menu:
     actions: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "actions", tuple(str(a) for a in self.actions))
+        # map(str, ...) runs in C: a menu is built on every env step
+        object.__setattr__(self, "actions", tuple(map(str, self.actions)))
 
     def __len__(self) -> int:
         return len(self.actions)

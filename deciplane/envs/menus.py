@@ -238,14 +238,15 @@ class MenuView:
     def command_at(self, index: int) -> str | None:
         """The command at menu index ``index`` (``None``: a masked index, an invalid move);
         an index outside the action space raises ``InvalidAction``."""
-        if self.check_index(index) >= len(self.menu):
+        actions = self.menu.actions  # the tuple itself: Menu.__len__ is a Python call
+        if self.check_index(index) >= len(actions):
             return None
-        return self.menu.actions[index]
+        return actions[index]
 
     def turn_page(self, index: int) -> bool:
         """If ``index`` is the page turn of a paged menu, show the next page (cyclically)
         and return True; otherwise False (the index is a game action)."""
-        if self.pages > 1 and index == len(self.menu) - 1:
+        if self.pages > 1 and index == len(self.menu.actions) - 1:
             self.page = (self.page + 1) % self.pages
             self.menu = Menu(menu_page(self.actions, self.page, self.max_menu))
             return True
@@ -271,7 +272,7 @@ class MenuView:
 
     def mask(self) -> np.ndarray:
         """``Menu.mask`` of the shown menu (a fresh copy of an array cached per size)."""
-        n = len(self.menu)
+        n = len(self.menu.actions)
         m = self._masks.get(n)
         if m is None:
             m = self._masks[n] = self.menu.mask(self.max_menu)
