@@ -165,7 +165,6 @@ class TextWorldEnv(MenuTextEnv):
         self.task_in_observation = bool(task_in_observation)
         self._menu_seed = 0
         self._task = ""
-        self._episode_info: dict[str, Any] = {}
 
         self._init_spaces(action_mode, self.max_menu)
 
@@ -212,9 +211,6 @@ class TextWorldEnv(MenuTextEnv):
         self._check_runtime(state.feedback)
         self._task = clean_observation(str(state["objective"] or "").strip())
         self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
-        self._episode_info = episode_info(str(self.suite.paths[index]), self._names[index],
-                                          index, self.suite.fingerprint, self._menu_seed,
-                                          self._task)
         obs = state.feedback
         if self.strip_banner:
             obs = strip_banner(obs)
@@ -360,18 +356,25 @@ class TextWorldEnv(MenuTextEnv):
     def _info(self, invalid: bool) -> dict[str, Any]:
         state = self._state
         view = self._view
-        info = self._episode_info.copy()  # a fresh dict per step; its slots keep the key order
-        info["menu"] = view.menu
-        info["action_mask"] = view.mask()
-        info["won"] = bool(state["won"])
-        info["lost"] = bool(state["lost"])
-        info["score"] = self._score
-        info["max_score"] = int(state["max_score"] or 0)
-        info["moves"] = self._steps
-        info["invalid_action"] = invalid
-        info["invalid_actions"] = self._invalid
-        info["menu_page"] = view.page
-        info["menu_pages"] = view.pages
+        info = {
+            "menu": view.menu,
+            "action_mask": view.mask(),
+            "won": bool(state["won"]),
+            "lost": bool(state["lost"]),
+            "score": self._score,
+            "max_score": int(state["max_score"] or 0),
+            "moves": self._steps,
+            "invalid_action": invalid,
+            "invalid_actions": self._invalid,
+            "game": str(self.suite.paths[self._game_index]),
+            "game_name": self._names[self._game_index],
+            "game_index": self._game_index,
+            "split_fingerprint": self.suite.fingerprint,
+            "menu_seed": self._menu_seed,
+            "menu_page": view.page,
+            "menu_pages": view.pages,
+            "task": self._task,
+        }
         if self.expert:
             policy = state["policy_commands"] or ()
             if policy:
@@ -383,18 +386,6 @@ class TextWorldEnv(MenuTextEnv):
 
 
 # ---- small pure helpers -------------------------------------------------------------------
-
-
-def episode_info(game: str, name: str, index: int, fingerprint: str, menu_seed: int,
-                 task: str) -> dict[str, Any]:
-    """The info of an episode's every step, in ``info``'s key order, with ``None`` in the
-    slots that change per step (the env fills them): built once per episode, copied per
-    step."""
-    return {"menu": None, "action_mask": None, "won": None, "lost": None, "score": None,
-            "max_score": None, "moves": None, "invalid_action": None, "invalid_actions": None,
-            "game": game, "game_name": name, "game_index": index,
-            "split_fingerprint": fingerprint, "menu_seed": menu_seed, "menu_page": None,
-            "menu_pages": None, "task": task}
 
 
 def runtime_error_in(feedback: str | None) -> str | None:
