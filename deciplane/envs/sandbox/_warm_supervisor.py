@@ -221,11 +221,14 @@ def child(req, pipes):
         os._exit(125)
 
 
-def program_child(req, fds):
+def program_child(req, fds, ready_w):
     """In the forked child of a program run: place the descriptors (stdio at 0-2, channel
     pipes at the numbers the host asked for), write the program's files from the files
-    pipe, then become the program. Never returns."""
+    pipe, set the run's limits, say so on ``ready_w`` (or why not), then become the
+    program. Never returns."""
+    ready = ready_w
     try:
+        ready = os.dup2(ready_w, TEMP_FD - 1)
         parked = []
         for i, fd in enumerate(fds):   # above every target, so no dup2 clobbers another
             os.dup2(fd, TEMP_FD + i)
@@ -236,18 +239,24 @@ def program_child(req, fds):
         for fd, target in zip(parked[4:], targets):
             os.dup2(fd, target)
         files = read_files(parked[3])
-        keep = sorted(set(targets))
+        keep = sorted(set(targets) | {ready})
         lo = 3
         for t in keep + [65536]:
             if t > lo:
                 os.closerange(lo, t)
             lo = t + 1
         write_files(files)
-        become_program(req)
-    except BaseException:  # noqa: BLE001 - a child must never fall back into the loop
-        import traceback
-        traceback.print_exc()
+        prepare(req)
+        os.write(ready, b"\0")
+        os.close(ready)
+    except BaseException as exc:  # noqa: BLE001 - never fall back into the loop
+        try:
+            os.write(ready, ("set-up failed: %s: %s" % (type(exc).__name__, exc))
+                     .encode("utf-8", "replace")[:400])
+        except BaseException:  # noqa: BLE001
+            pass
         os._exit(125)
+    start(req)
 
 
 def read_files(fd):
@@ -287,7 +296,12 @@ def write_files(files):
 
 
 def become_program(req):
-    """The rest of a child's set-up (signals, limits, cwd), then the program itself."""
+    prepare(req)
+    start(req)
+
+
+def prepare(req):
+    """The rest of a child's set-up: signals, dumpable, OOM score, cwd, limits."""
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
@@ -301,6 +315,10 @@ def become_program(req):
     for name, value in req["rlimits"].items():
         soft, hard = value
         resource.setrlimit(RLIM[name], (soft, hard))
+
+
+def start(req):
+    """Become the program: exec it, or run ``main.py`` in this interpreter."""
     argv = req.get("exec")
     if argv:
         os.execv(argv[0], argv)
@@ -444,12 +462,15 @@ def run_program(req, fds):
     if len(fds) != 4 + len(req["channel"]):
         close_all(fds)
         return {"error": "descriptors missing", "tainted": True, "why": "bad request"}
+    ready_r, ready_w = os.pipe()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        program_child(req, fds)
-    close_all(fds)
-    status, usage, timed_out = wait_program(pid, t0 + float(req["timeout_s"]))
+        program_child(req, fds, ready_w)
+    close_all(fds + [ready_w])
+    deadline = t0 + float(req["timeout_s"])
+    setup_error = child_ready(ready_r, deadline)
+    status, usage, timed_out = wait_program(pid, deadline)
     wall = time.monotonic() - t0
     extra, main_end = [0.0], {}
     clean = kill_others(extra, pid, main_end)
@@ -459,7 +480,20 @@ def run_program(req, fds):
     return {"wait_status": status, "wall_time_s": wall, "timed_out": timed_out,
             "cpu_time_s": (usage.ru_utime + usage.ru_stime if usage else 0.0) + extra[0],
             "max_rss_kb": usage.ru_maxrss if usage else 0,
-            "tainted": why is not None, "why": why}
+            "setup_error": setup_error, "tainted": why is not None, "why": why}
+
+
+def child_ready(fd, deadline):
+    """None once the child said its set-up is done, else why it failed (the run is then
+    the jail's failure, not the program's: the host re-runs it cold)."""
+    try:
+        r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        msg = os.read(fd, 512) if r else b"set-up did not finish in time"
+    finally:
+        os.close(fd)
+    if msg == b"\0":
+        return None
+    return msg.decode("utf-8", "replace") or "the child ended during its set-up"
 
 
 def wait_program(pid, deadline):

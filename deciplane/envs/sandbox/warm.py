@@ -36,7 +36,7 @@ from deciplane.envs.sandbox.launcher import host_chain
 from deciplane.envs.sandbox._common import (BASE_ENV, MAIN, NOBODY, CgroupJail, Limits,
                                             RawRun, SandboxResult, _check_name,
                                             acquire_jail, make_scratch, release_jail,
-                                            remove_scratch, to_result)
+                                            remove_scratch, scratch_base, to_result)
 from deciplane.errors import WarmJailBroken
 
 # `sb` below is the calling deciplane.envs.sandbox.Sandbox (not imported here: the package
@@ -429,8 +429,10 @@ class WarmJail:
                             broke = True
                         elif got is not None:
                             reply = got
-            if reply is None:
-                self.dead = True
+            if reply is None or reply.get("setup_error") is not None:
+                self.dead = True          # broke, or could not start the program
+                if reply is not None:
+                    self.why = str(reply["setup_error"])[:500]
                 return None
             if not exceeded:      # every writer is gone: take what is buffered
                 exceeded = any([_drain_capped(fd, bufs, cap) for fd in (out_r, err_r)])
@@ -558,6 +560,12 @@ RUNS_PER_PROGRAM_JAIL = 2000
 #: consecutive failed starts after which a key runs cold for the rest of the process
 MAX_FAILED_STARTS = 2
 
+#: what happened to warm program runs in this process (for tests and benchmarks):
+#: ``warm`` runs served by a jail, jails ``started``, runs sent ``cold`` instead (no jail
+#: could start, or it broke without channel descriptors), ``broken`` jails with
+#: channel descriptors (WarmJailBroken), jails closed as ``tainted`` after a run
+STATS = {"warm": 0, "started": 0, "cold": 0, "broken": 0, "tainted": 0}
+
 _IDLE: dict[tuple, list[WarmJail]] = {}
 _FAILED_STARTS: dict[tuple, int] = {}
 _IDLE_LOCK = threading.Lock()
@@ -567,10 +575,10 @@ def program_jail_key(sb: Sandbox, limits: Limits, env: dict[str, str]) -> tuple:
     """What a jail is built from and cannot change per run: the backend and interpreter,
     cgroups, ``memory_mb`` (the cgroup's limit), ``max_procs`` (the pids cgroup),
     ``max_file_bytes`` (the supervisor's own limit) and the environment (the interpreter
-    read it at start: ``PYTHONHASHSEED`` ...). Wall/CPU time and the output cap are per
-    run."""
-    return (sb.backend, sb.python, bool(sb._cgroups), limits.memory_mb, limits.max_procs,
-            limits.max_file_bytes, tuple(sorted(env.items())))
+    read it at start: ``PYTHONHASHSEED`` ...), and where scratch dirs live. Wall/CPU time
+    and the output cap are per run."""
+    return (sb.backend, sb.python, bool(sb._cgroups), str(scratch_base()), limits.memory_mb,
+            limits.max_procs, limits.max_file_bytes, tuple(sorted(env.items())))
 
 
 def _take(key: tuple) -> WarmJail | None:
@@ -580,6 +588,8 @@ def _take(key: tuple) -> WarmJail | None:
 
 
 def _give_back(key: tuple, jail: WarmJail) -> None:
+    if jail.dead:
+        STATS["tainted"] += 1
     if not jail.dead and jail.runs < RUNS_PER_PROGRAM_JAIL:
         with _IDLE_LOCK:
             if sum(len(v) for v in _IDLE.values()) < MAX_IDLE_PROGRAM_JAILS:
@@ -628,11 +638,14 @@ def run_program(sb: Sandbox, code: str, stdin: bytes, files, limits: Limits,  # 
     jail = _take(key)
     if jail is None:
         if _FAILED_STARTS.get(key, 0) >= MAX_FAILED_STARTS:
+            STATS["cold"] += 1
             return None
         jail = WarmJail(sb, None, None, limits, env, [])
+        STATS["started"] += 1
         if jail.dead:
             _FAILED_STARTS[key] = _FAILED_STARTS.get(key, 0) + 1
             jail.close()
+            STATS["cold"] += 1
             return None
         _FAILED_STARTS[key] = 0
     try:
@@ -642,14 +655,17 @@ def run_program(sb: Sandbox, code: str, stdin: bytes, files, limits: Limits,  # 
         raise
     if res is NOT_STARTED:
         jail.close()
+        STATS["cold"] += 1
         return None
     if res is None:
-        why = jail.start_error
+        why = jail.why or jail.start_error
         jail.close()
+        STATS["broken" if channel else "cold"] += 1
         if channel:
             raise WarmJailBroken("the warm jail broke during the run (its supervisor "
                                  f"was killed or stopped: {why}); re-run it with new "
                                  "channel descriptors, or with warm=False")
         return None
+    STATS["warm"] += 1
     _give_back(key, jail)
     return res
