@@ -23,6 +23,10 @@ nothing it prints can pass it. A candidate that exits, forks, floods output, all
 too much or sleeps fails the call (the checker's deadlines, the sandbox's limits) and the
 failure kind names it. docs/code.md states the threat model.
 
+``warm=True`` (CodeGen-v0's default) starts both sides warm: the candidate in a kept
+warm jail (``Sandbox.run(warm=True)``), the checker forked from a warm helper outside it
+(:mod:`deciplane.envs.code.warm_checker`); same judgement, a few ms per run.
+
 Program extraction (:func:`extract_program`) turns a model response into a program:
 the first fenced code block that defines the entry point (else the first fenced block,
 else the raw text); a full function definition is appended after the statement (so the
