@@ -204,3 +204,16 @@ def test_one_jail_serves_many_programs_and_closes_clean(sb, stats):
     assert outs == [f"{i * i}\n" for i in range(30)]
     assert stats["started"] == 1 and stats["warm"] == 30, stats
     assert warm._IDLE, "the jail was not kept"
+
+
+def test_a_refused_file_name_still_closes_the_channel(sb):
+    from deciplane.errors import ConfigError
+
+    r, w = os.pipe()
+    try:
+        with pytest.raises(ConfigError, match="not allowed"):
+            sb.run("pass", files={"../x": "y"}, warm=True, channel_fds=[w])
+        with pytest.raises(OSError):
+            os.fstat(w)
+    finally:
+        os.close(r)

@@ -329,9 +329,9 @@ class WarmJail:
 
     # ------------------------------------------------------------ one new program
 
-    def run_program(self, code: str, stdin: bytes, files, limits: Limits,  # noqa: ANN001
+    def run_program(self, blob: bytes, stdin: bytes, limits: Limits,
                     channel: tuple[int, ...]):  # noqa: ANN201
-        """Run a new program (``main.py`` = ``code``, plus ``files``) in this jail, as
+        """Run a new program (its files as :func:`files_blob` packs them) in this jail, as
         :meth:`Sandbox.run` would. Returns its result; :data:`NOT_STARTED` if the request
         could not be sent (nothing ran, the ``channel`` descriptors are still the
         caller's); None if the jail broke during the run (its outcome is unknown; the
@@ -340,7 +340,6 @@ class WarmJail:
         if self.dead or self.proc is None or self.proc.poll() is not None:
             self.dead = True
             return NOT_STARTED
-        blob = files_blob(code, files)
         ours: dict[str, int] = {}      # our ends, closed in `finally` unless closed before
         handed: list[int] = []
         try:
@@ -634,6 +633,13 @@ def run_program(sb: Sandbox, code: str, stdin: bytes, files, limits: Limits,  # 
     ``channel`` descriptors are then still the caller's. Raises
     :class:`WarmJailBroken` when the jail broke during a run it had handed channel
     descriptors to (the peer saw part of it: the caller re-runs it with new ones)."""
+    try:
+        blob = files_blob(code, files)
+    except BaseException:
+        for fd in channel:      # handed over: closed whatever happens, as run() does
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
     key = program_jail_key(sb, limits, env)
     jail = _take(key)
     if jail is None:
@@ -649,7 +655,7 @@ def run_program(sb: Sandbox, code: str, stdin: bytes, files, limits: Limits,  # 
             return None
         _FAILED_STARTS[key] = 0
     try:
-        res = jail.run_program(code, stdin, files, limits, channel)
+        res = jail.run_program(blob, stdin, limits, channel)
     except BaseException:
         jail.close()
         raise
