@@ -138,3 +138,20 @@ def test_is_probe():
     assert is_probe("(1, [2, 3], 'x')") and is_probe("()")
     assert not is_probe("1") and not is_probe("(__import__('os'),)") and not is_probe("(1,")
     assert not is_probe(None)
+
+
+def test_a_candidate_that_breaks_its_warm_jail_is_judged_again_cold(sandbox):
+    """``kill(-1)`` inside a call reaches the warm jail's supervisor (not the cold
+    sandbox's): the warm run breaks, and the harness judges the candidate again cold,
+    with new pipes and a new checker — the same outcome as cold."""
+    from deciplane.envs.sandbox import warm
+
+    prog = STMT + ("    import os, signal\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
+                   "    except OSError:\n        pass\n    return x * 2\n")
+    before = warm.STATS["broken"]
+    got = run_hidden_tests(sandbox, prog, TESTS, "f", timeout_s=2.0, warm=True)
+    want = run_hidden_tests(sandbox, prog, TESTS, "f", timeout_s=2.0)
+    assert (got.passed, got.failure) == (want.passed, want.failure), (got, want)
+    assert warm.STATS["broken"] == before + 1
+    assert run_hidden_tests(sandbox, HOSTILE["correct"], TESTS, "f", warm=True).passed
+    warm.close_program_jails()
