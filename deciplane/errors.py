@@ -63,6 +63,12 @@ class SandboxError(DeciplaneError, RuntimeError):
     """The sandbox itself failed (not the program inside it)."""
 
 
+class WarmJailBroken(SandboxError):
+    """A warm-jail run whose jail broke mid-run (a program killed or stopped the in-jail
+    supervisor) after descriptors were handed to it: the run cannot be replayed, since
+    the peer on those descriptors saw part of it. Re-run with fresh descriptors."""
+
+
 class BackendUnavailable(SandboxError):
     """A sandbox backend cannot run on this machine; the message says why and how to fix it."""
 

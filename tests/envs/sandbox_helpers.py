@@ -18,6 +18,8 @@ def sandbox_or_skip(name: str) -> Sandbox:
     reason shows in the ``-ra`` summary: never a silent pass)."""
     if name.endswith("-warm"):
         return WarmRunner(sandbox_or_skip(name[:-len("-warm")]))
+    if name.endswith("-program"):
+        return ProgramRunner(sandbox_or_skip(name[:-len("-program")]))
     if name not in _CACHE:
         ok, why = available_backends()[name]
         if not ok:
@@ -50,11 +52,22 @@ def scratch_holding(name: str, worker, content: str | None = None,
 
 
 def backend_params(warm: bool = False) -> list:
-    """One param per backend; ``warm``: also ``<backend>-warm`` for the local backends
-    (the same checks through :meth:`Sandbox.run_many`'s warm jail, see
+    """One param per backend; ``warm``: also ``<backend>-warm`` and ``<backend>-program``
+    for the local backends (the same checks through :meth:`Sandbox.run_many`'s warm jail
+    and through the warm jail for new programs, ``run(warm=True)``; see
     :func:`sandbox_or_skip`)."""
-    names = list(BACKENDS) + ([f"{n}-warm" for n in WARM_BACKENDS] if warm else [])
+    names = list(BACKENDS) + ([f"{n}-{kind}" for kind in ("warm", "program")
+                               for n in WARM_BACKENDS] if warm else [])
     return [pytest.param(name, id=name) for name in names]
+
+
+def fresh_sandbox(name: str):
+    """A new ``Sandbox`` (or warm runner around one) for a param of
+    :func:`backend_params` (after the environment changed, e.g. cgroups off)."""
+    for suffix, runner in (("-warm", WarmRunner), ("-program", ProgramRunner)):
+        if name.endswith(suffix):
+            return runner(Sandbox(name[:-len(suffix)]))
+    return Sandbox(name)
 
 
 WARM_BACKENDS = ("bwrap", "namespace")
@@ -77,6 +90,24 @@ class WarmRunner:
             pytest.skip("run_many has no collect_files (run() covers it)")
         (res,) = self.box.run_many(code, [stdin], **kw)
         return res
+
+
+class ProgramRunner(WarmRunner):
+    """A Sandbox look-alike whose ``run`` is ``run(warm=True)``: every run a new program
+    in a kept warm jail (the jail persists across the runs of a test; the suites'
+    fixtures close it at the end, :func:`close_warm`). A run that breaks its jail is
+    re-run cold by design, judged by the test like any other."""
+
+    def run(self, code: str, stdin: str = "", collect_files=None, **kw):  # noqa: ANN001
+        if collect_files:
+            pytest.skip("run(warm=True) collects no files (it runs cold then; run() covers it)")
+        return self.box.run(code, stdin=stdin, warm=True, **kw)
+
+
+def close_warm() -> None:
+    """Close this process's kept warm jails (so that a fixture's leak checks see none)."""
+    from deciplane.envs.sandbox import warm
+    warm.close_program_jails()
 
 
 def host_pids_with(token: str) -> list[int]:

@@ -47,14 +47,30 @@ def test_observation_shows_reference_and_examples_only(task):
     assert "perf=" not in repr(task) and "solutions=" not in repr(task)
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("task", ALL, ids=lambda t: t.id)
-def test_reference_passes_its_own_tests_in_the_sandbox(task, sandbox):
-    verdict, passed, failed, msg = check_correctness(task, task.reference, sandbox)
+def test_reference_passes_its_own_tests_in_the_sandbox(task, sandbox, warm):
+    verdict, passed, failed, msg = check_correctness(task, task.reference, sandbox, warm=warm)
     assert verdict == "accepted", msg
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("task", [t for t in ALL if t.solutions], ids=lambda t: t.id)
-def test_known_faster_solutions_are_correct(task, sandbox):
+def test_known_faster_solutions_are_correct(task, sandbox, warm):
     for sol in task.solutions:
-        verdict, passed, failed, msg = check_correctness(task, sol, sandbox)
+        verdict, passed, failed, msg = check_correctness(task, sol, sandbox, warm=warm)
         assert verdict == "accepted", msg
+
+
+WRONG = {"exit": "import sys\nraise SystemExit(3)\n", "raise": "1/0\n",
+         "silent": "pass\n", "echo": "import sys\nprint(sys.stdin.read())\n",
+         "spin": "while True:\n    pass\n"}
+
+
+@pytest.mark.parametrize("task", ALL[:4], ids=lambda t: t.id)
+def test_warm_and_cold_correctness_verdicts_are_identical(task, sandbox):
+    import dataclasses
+    quick = dataclasses.replace(task, timeout_s=1.0)
+    for name, code in WRONG.items():
+        got = [check_correctness(quick, code, sandbox, warm=w) for w in (True, False)]
+        assert got[0] == got[1], (name, got)

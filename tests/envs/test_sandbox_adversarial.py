@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from sandbox_helpers import (backend_params, host_pids_with, my_children, sandbox_or_skip,
-                             sandbox_tmp, scratch_holding)  # noqa: F401 - a fixture
+from sandbox_helpers import (backend_params, close_warm, host_pids_with, my_children,
+                             sandbox_or_skip, sandbox_tmp,  # noqa: F401 - a fixture
+                             scratch_holding)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,6 +28,7 @@ def sb(request, monkeypatch, sandbox_tmp):
     # of this process too: only what appeared during the test counts.
     before = set(my_children())
     yield box
+    close_warm()        # a kept warm jail (the -program params) is no leak
     assert set(my_children()) - before == set(), \
         "the sandbox left a child/zombie of the test process"
     assert os.listdir(os.path.join(sandbox_tmp, f"deciplane-sandbox-{os.getuid()}")) in (

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from deciplane.envs.sandbox import Sandbox
 from deciplane.utils import deciplane_home
-from tests.envs.sandbox_helpers import (backend_params, sandbox_or_skip,  # noqa: F401
-                                        sandbox_tmp)
+from tests.envs.sandbox_helpers import (backend_params, close_warm,  # noqa: F401
+                                        fresh_sandbox, sandbox_or_skip, sandbox_tmp)
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,21 +64,27 @@ def _host_paths(scratch_root: str) -> list[str]:
     return sorted(p for p in paths if p and p != "/" and len(p) > 4)
 
 
-def _probe(sb: Sandbox) -> dict:
+def _probe(sb) -> dict:  # noqa: ANN001 - a Sandbox or a warm runner
     res = sb.run(PROBE, timeout_s=20)
     assert res.status == "ok", (res.status, res.stderr[-2000:])
     return json.loads(res.stdout)
 
 
+@pytest.fixture(autouse=True)
+def _no_kept_jails():
+    yield
+    close_warm()
+
+
 @pytest.mark.parametrize("cgroups", ["1", "0"], ids=["cgroups", "rlimits-only"])
-@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("backend", backend_params(warm=True))
 def test_no_host_path_in_any_proc_environ_or_cmdline(backend, cgroups, monkeypatch,
                                                      sandbox_tmp, tmp_path):
     sandbox_or_skip(backend)  # skips with the reason where the backend cannot run
     monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)
     monkeypatch.setenv("DECIPLANE_SANDBOX_CGROUPS", cgroups)
     monkeypatch.chdir(tmp_path)  # a distinctive caller cwd (what PWD leaked)
-    sb = Sandbox(backend)
+    sb = fresh_sandbox(backend)
     obs = _probe(sb)
     needles = _host_paths(sandbox_tmp) + [str(tmp_path)]
     assert obs["procs"], "no process visible inside the sandbox at all"
@@ -93,7 +98,7 @@ def test_no_host_path_in_any_proc_environ_or_cmdline(backend, cgroups, monkeypat
     assert not [n for n in needles if n in obs["mountinfo"]], obs["mountinfo"]
 
 
-@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("backend", backend_params(warm=True))
 def test_loopback_state_is_as_documented(backend, monkeypatch, sandbox_tmp):
     sb = sandbox_or_skip(backend)
     monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)

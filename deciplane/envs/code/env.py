@@ -27,7 +27,8 @@ class CodeGenEnv(gym.Env[str, str]):
         holds the hidden tests of its split in-process (as ``deciplane/Math-v0`` holds
         gold). For held-out evaluation use ``deciplane.envs.load_benchmark`` and its
         scorer, which keeps the tests in another process. Candidate programs always run
-        in the :class:`~deciplane.envs.Sandbox` (one run per step), alone: the hidden
+        in the :class:`~deciplane.envs.Sandbox` (one run per step, in a warm jail by
+        default), alone: the hidden
         tests run in a checker process outside it and call the program over a pipe with
         plain data (``deciplane.envs.code.harness``; the threat model is in
         docs/code.md).
@@ -65,7 +66,11 @@ class CodeGenEnv(gym.Env[str, str]):
         ``"train"``), ``limit`` (int | None), ``timeout_s`` (float, default 6.0: wall
         limit of one test run), ``memory_mb`` (int, default 512), ``backend`` (sandbox
         backend, default ``"auto"``), ``benchmark_params`` (dict: the loader's options,
-        e.g. ``{"examples": 0}``). ``reset(options={"index": i})`` picks problem ``i``;
+        e.g. ``{"examples": 0}``), ``warm`` (bool, default True: each step's candidate
+        runs in a warm jail and its checker is forked from a warm helper — the same
+        judgement and containment for a fraction of the cost; bwrap/namespace only,
+        ``False`` or ``DECIPLANE_SANDBOX_WARM=0`` runs every step cold; docs/code.md).
+        ``reset(options={"index": i})`` picks problem ``i``;
         without it the problem is drawn with the environment's RNG. ``info`` carries
         ``task_id``, ``index``, ``entry_point``, ``meta``; after ``step`` also ``failure``,
         ``passed``, ``detail`` (what failed, in words that never echo the hidden
@@ -79,13 +84,14 @@ class CodeGenEnv(gym.Env[str, str]):
                  limit: int | None = None, timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
                  memory_mb: int = DEFAULT_MEMORY_MB, backend: str = "auto",
                  benchmark_params: dict[str, Any] | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, warm: bool = True):
         from deciplane.envs.sandbox import Sandbox
 
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.benchmark, self.split = benchmark, split
         self.timeout_s, self.memory_mb = float(timeout_s), int(memory_mb)
+        self.warm = bool(warm)
         self.render_mode = render_mode
         self._items: list[LabeledItem]
         self._items, self.split_fingerprint = load_labeled(benchmark, split, limit,
@@ -150,7 +156,7 @@ class CodeGenEnv(gym.Env[str, str]):
         program = extract_program(text, item.prompt, info["entry_point"])
         outcome = run_hidden_tests(self.sandbox, program, item.gold, info["entry_point"],
                                    timeout_s=self.timeout_s, memory_mb=self.memory_mb,
-                                   prompt=item.prompt)
+                                   prompt=item.prompt, warm=self.warm)
         info.update(passed=outcome.passed, failure=outcome.failure, detail=outcome.detail,
                     has_code=program is not None, invalid_action=False)
         self._last = f"{item.prompt}\n> {text}\n{outcome.failure}"

@@ -23,6 +23,10 @@ nothing it prints can pass it. A candidate that exits, forks, floods output, all
 too much or sleeps fails the call (the checker's deadlines, the sandbox's limits) and the
 failure kind names it. docs/code.md states the threat model.
 
+``warm=True`` (CodeGen-v0's default) starts both sides warm: the candidate in a kept
+warm jail (``Sandbox.run(warm=True)``), the checker forked from a warm helper outside it
+(:mod:`deciplane.envs.code.warm_checker`); same judgement, a few ms per run.
+
 Program extraction (:func:`extract_program`) turns a model response into a program:
 the first fenced code block that defines the entry point (else the first fenced block,
 else the raw text); a full function definition is appended after the statement (so the
@@ -205,9 +209,8 @@ while True:
 os._exit(0)
 '''
 
-_CHECKER = r'''
+_CHECKER_BODY = r'''
 import ast, hashlib, json, os, sys, time
-_cfg = json.loads(sys.stdin.read())
 REQ_W, RESP_R, ALIVE_W = _cfg["fds"]
 _DEADLINE = time.monotonic() + _cfg["timeout_s"]
 _CALL_S = _cfg["call_timeout_s"]
@@ -372,6 +375,10 @@ for _fd in (REQ_W, RESP_R, ALIVE_W):
         pass
 os._exit(0)
 '''
+_CHECKER = "import json, sys\n_cfg = json.loads(sys.stdin.read())\n" + _CHECKER_BODY
+"""The cold checker: a new helper process per run reads its configuration on stdin.
+The warm one (:mod:`deciplane.envs.code.warm_checker`) forks ``_CHECKER_BODY`` from a
+zygote with the configuration already in memory."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -382,41 +389,45 @@ def _wire_source() -> str:
 
 
 def _run_channel(sandbox, program: str, cfg: dict, *, timeout_s: float, memory_mb: int,
-                 call_budget_s: float | None):
+                 call_budget_s: float | None, warm: bool = False):
     """Run ``program`` as the candidate's side in ``sandbox`` and the checker's side
     (``cfg["mode"]``: ``check`` or ``probes``) in a helper process of this one, joined by
     three pipes. Returns ``(checker's result dict or None, sandbox result or None,
-    reason)``."""
+    reason)``. ``warm``: the candidate runs in a warm jail (``Sandbox.run(warm=True)``)
+    and the checker is forked from a warm helper (:mod:`.warm_checker`); a run whose jail
+    broke is re-done cold from the start, with new pipes and a new checker."""
     from deciplane.envs.sandbox import Sandbox
 
     if not isinstance(sandbox, Sandbox) or sandbox.backend == "docker":
         return None, None, ("the code harness needs a local bwrap or namespace Sandbox "
                             "(its checker talks to the candidate over pipes)")
+    if warm and os.environ.get("DECIPLANE_SANDBOX_WARM", "1") != "0":
+        from deciplane.errors import WarmJailBroken
+        try:
+            return _run_channel_once(sandbox, program, cfg, timeout_s=timeout_s,
+                                     memory_mb=memory_mb, call_budget_s=call_budget_s,
+                                     warm=True)
+        except WarmJailBroken:
+            pass            # the candidate broke its jail: judge it again, cold
+    return _run_channel_once(sandbox, program, cfg, timeout_s=timeout_s, memory_mb=memory_mb,
+                             call_budget_s=call_budget_s, warm=False)
+
+
+def _run_channel_once(sandbox, program: str, cfg: dict, *, timeout_s: float, memory_mb: int,
+                      call_budget_s: float | None, warm: bool):
     wire_src = _wire_source()
     fds = [os.pipe() for _ in range(3)]          # request, reply, alive
     (req_r, req_w), (resp_r, resp_w), (alive_r, alive_w) = fds
     ours = [req_w, resp_r, alive_w]
     theirs = [req_r, resp_w, alive_r]
-    helper = None
-    try:
-        helper = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", wire_src + _CHECKER], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(ours),
-            close_fds=True, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
-    except OSError as exc:
-        for fd in ours + theirs:
-            os.close(fd)
-        return None, None, f"could not start the checker: {exc}"
+    checker = _start_checker(wire_src, cfg, ours, timeout_s, warm)
     for fd in ours:
         os.close(fd)
     t0 = time.monotonic()
-    try:
-        helper.stdin.write(json.dumps({**cfg, "fds": ours, "timeout_s": float(timeout_s)}
-                                      ).encode())
-        helper.stdin.close()
-    except OSError:
-        pass
-    helper.stdin = None
+    if isinstance(checker, str):
+        for fd in theirs:
+            os.close(fd)
+        return None, None, checker
     server = (wire_src + _SERVER.replace("__FDS__", repr(tuple(theirs)))
               .replace("__ENTRY__", repr(cfg["entry_point"]))
               .replace("__BUDGET__", repr(call_budget_s)))
@@ -425,22 +436,100 @@ def _run_channel(sandbox, program: str, cfg: dict, *, timeout_s: float, memory_m
         res = sandbox.run(server, files={"candidate.py": program},
                           timeout_s=timeout_s + 1.5, memory_mb=memory_mb,
                           max_output_bytes=1 << 16, max_file_bytes=1 << 20,
-                          channel_fds=theirs)
+                          channel_fds=theirs, warm=warm)
     except Exception as exc:  # noqa: BLE001 - a sandbox failure is a classified outcome
-        helper.kill()
-        helper.communicate()
+        checker.kill()
+        from deciplane.errors import WarmJailBroken
+        if isinstance(exc, WarmJailBroken):
+            raise
         return None, None, f"sandbox failed: {type(exc).__name__}: {exc}"[:300]
-    try:
-        out, _ = helper.communicate(timeout=max(0.5, t0 + timeout_s + 2.0 - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        helper.kill()
-        helper.communicate()
+    out = checker.result(t0 + timeout_s + 2.0)
+    if out is None:
+        checker.kill()
         return None, res, "timeout"
     try:
         verdict = json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None, res, f"the checker failed (exit {helper.returncode})"
+        return None, res, f"the checker failed ({checker.describe()})"
     return verdict, res, ""
+
+
+class _ColdChecker:
+    """The checker as a new helper process of this one (``python -I -S``)."""
+
+    def __init__(self, wire_src: str, cfg: dict, ours: list[int], timeout_s: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", wire_src + _CHECKER], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(ours),
+            close_fds=True, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+        try:
+            self.proc.stdin.write(json.dumps({**cfg, "fds": ours,
+                                              "timeout_s": float(timeout_s)}).encode())
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.stdin = None
+
+    def result(self, deadline: float) -> bytes | None:
+        try:
+            out, _ = self.proc.communicate(timeout=max(0.5, deadline - time.monotonic()))
+            return out
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()
+
+    def describe(self) -> str:
+        return f"exit {self.proc.returncode}"
+
+
+class _WarmChecker:
+    """The checker forked from the warm helper; its verdict comes on a pipe of ours."""
+
+    def __init__(self, pid: int, verdict_r: int) -> None:
+        self.pid, self.fd = pid, verdict_r
+
+    def result(self, deadline: float) -> bytes | None:
+        from deciplane.envs.code import warm_checker
+        try:
+            # at least 0.5 s, as the cold checker gets
+            return warm_checker.read_verdict(self.fd, max(deadline, time.monotonic() + 0.5))
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    def kill(self) -> None:
+        from deciplane.envs.code import warm_checker
+        warm_checker.kill_checker(self.pid)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def describe(self) -> str:
+        return "no verdict"
+
+
+def _start_checker(wire_src: str, cfg: dict, ours: list[int], timeout_s: float, warm: bool):
+    """The run's checker (warm if asked and the warm helper serves, else cold), or the
+    reason (str) it could not start. ``ours`` stay open (the caller closes them)."""
+    if warm:
+        from deciplane.envs.code import warm_checker
+        vr, vw = os.pipe()
+        try:
+            pid = warm_checker.fork_checker(wire_src, _CHECKER_BODY,
+                                            {**cfg, "timeout_s": float(timeout_s)},
+                                            ours + [vw])
+        finally:
+            os.close(vw)
+        if pid is not None:
+            return _WarmChecker(pid, vr)
+        os.close(vr)
+    try:
+        return _ColdChecker(wire_src, cfg, ours, timeout_s)
+    except OSError as exc:
+        return f"could not start the checker: {exc}"
 
 
 # ----------------------------------------------------------------------- hidden tests --
@@ -462,7 +551,8 @@ _REFINED = ("output_limit", "memory", "killed", "timeout")
 
 def run_hidden_tests(sandbox, program: str | None, tests: str, entry_point: str, *,
                      timeout_s: float = DEFAULT_TEST_TIMEOUT_S,
-                     memory_mb: int = DEFAULT_MEMORY_MB, prompt: str = "") -> TestOutcome:
+                     memory_mb: int = DEFAULT_MEMORY_MB, prompt: str = "",
+                     warm: bool = False) -> TestOutcome:
     """Judge ``program`` by the hidden ``tests`` (code defining ``check(candidate)``).
 
     The program runs alone in the ``sandbox`` and answers calls over a pipe with plain
@@ -470,14 +560,16 @@ def run_hidden_tests(sandbox, program: str | None, tests: str, entry_point: str,
     the sandbox, with a ``candidate`` that forwards each call, after ``prompt`` (the
     statement: its helpers, e.g. HumanEval/32's ``poly``, are the dataset's own, never
     the program's). ``passed`` only if ``check`` returned; the verdict travels on the
-    helper's own stdout. ``timeout_s`` bounds the whole run (start-up and every call)."""
+    helper's own stdout. ``timeout_s`` bounds the whole run (start-up and every call).
+    ``warm``: the candidate runs in a warm jail and the checker is forked from a warm
+    helper (same judgement, a few ms instead of two process start-ups; docs/code.md)."""
     t0 = time.monotonic()
     if program is None or not program.strip():
         return TestOutcome(False, "no_code", "the response holds no code")
     cfg = {"mode": "check", "tests": tests, "prompt": prompt or "",
            "entry_point": entry_point, "call_timeout_s": None, "max_repr": MAX_REPR}
     verdict, res, why = _run_channel(sandbox, program, cfg, timeout_s=timeout_s,
-                                     memory_mb=memory_mb, call_budget_s=None)
+                                     memory_mb=memory_mb, call_budget_s=None, warm=warm)
     wall = round(time.monotonic() - t0, 6)
     if verdict is None:
         kind = "timeout" if why == "timeout" else "sandbox_error"
@@ -518,14 +610,15 @@ class ProbeRun:
 
 def run_probes(sandbox, program: str | None, entry_point: str, probes: Sequence[str], *,
                probe_timeout_s: float = 1.0, timeout_s: float | None = None,
-               memory_mb: int = 256) -> ProbeRun:
+               memory_mb: int = 256, warm: bool = False) -> ProbeRun:
     """Call the candidate on each probe (a Python-literal *tuple of arguments*, e.g.
     ``"(3, [1, 2])"``); each call has ``probe_timeout_s``. As for hidden tests, the
     program runs alone in the sandbox and returns plain data over a pipe; the outputs'
     ``repr`` is computed outside, by the caller's helper. The run's wall limit defaults
     to ``1 + probe_timeout_s * (len(probes) + 1)``; probes it never reached read
     ``!not_run:<status>`` (``timeout``, ``output_limit``, ``memory`` ...). A definition
-    that fails gives every probe ``!define:<ExcName>``."""
+    that fails gives every probe ``!define:<ExcName>``. ``warm``: as for
+    :func:`run_hidden_tests`."""
     probes = list(probes)
     if program is None or not program.strip():
         return ProbeRun(tuple(NO_CODE for _ in probes), "no_code")
@@ -538,7 +631,7 @@ def run_probes(sandbox, program: str | None, entry_point: str, probes: Sequence[
            "max_repr": MAX_REPR}
     verdict, res, why = _run_channel(sandbox, program, cfg, timeout_s=timeout_s,
                                      memory_mb=memory_mb,
-                                     call_budget_s=float(probe_timeout_s))
+                                     call_budget_s=float(probe_timeout_s), warm=warm)
     status = res.status if res is not None else ("timeout" if why == "timeout"
                                                  else "sandbox_error")
     outs = (verdict or {}).get("outputs") or [None] * len(probes)

@@ -77,7 +77,10 @@ class CodeOptEnv(gym.Env[str, str]):
         ``"auto"``), ``repeats`` (timed runs per measurement; default 5 for cpu, 1 for
         instructions), ``max_attempts`` (int, default 1), ``timer_kwargs`` (dict, extra
         arguments of the timer class), ``render_mode`` (None | ``"ansi"``), ``sandbox``
-        (an existing :class:`deciplane.envs.Sandbox` to share; overrides ``backend``).
+        (an existing :class:`deciplane.envs.Sandbox` to share; overrides ``backend``),
+        ``warm`` (bool, default True: the correctness cases run in a warm jail, a fresh
+        process per case without a sandbox launch — same verdicts; the timed runs stay
+        cold; ``False`` or ``DECIPLANE_SANDBOX_WARM=0`` runs them cold too).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -86,7 +89,8 @@ class CodeOptEnv(gym.Env[str, str]):
                  reward: str = "log_speedup", cap: float = 4.0, backend: str = "auto",
                  repeats: int | None = None, max_attempts: int = 1,
                  timer_kwargs: dict[str, Any] | None = None,
-                 render_mode: str | None = None, sandbox: Any = None) -> None:
+                 render_mode: str | None = None, sandbox: Any = None,
+                 warm: bool = True) -> None:
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if split not in SPLITS:
@@ -108,6 +112,7 @@ class CodeOptEnv(gym.Env[str, str]):
         self.task_id, self.split, self.timer_name = task_id, split, timer
         self.reward_mode, self.cap, self.max_attempts = reward, float(cap), int(max_attempts)
         self.render_mode = render_mode
+        self.warm = bool(warm)
         if sandbox is None:
             from deciplane.envs.sandbox import Sandbox
 
@@ -151,7 +156,7 @@ class CodeOptEnv(gym.Env[str, str]):
             raise InvalidAction(f"the action must be the program source as str, got "
                                 f"{type(action).__name__}; decode bytes first")
         ev = evaluate(self._task, action, self.sandbox, self.timer, reward=self.reward_mode,
-                      cap=self.cap, max_program_chars=MAX_PROGRAM_CHARS)
+                      cap=self.cap, max_program_chars=MAX_PROGRAM_CHARS, warm=self.warm)
         self._attempts += 1
         self._last = ev
         self._feedback.append(_feedback_line(self._attempts, ev))

@@ -130,15 +130,20 @@ def _sanitize(text: str, limit: int = 400) -> str:
 
 
 def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
-                      memory_mb: int = 512, max_procs: int = 32
+                      memory_mb: int = 512, max_procs: int = 32, warm: bool = False
                       ) -> tuple[str, int, str | None, str]:
     """Run the candidate on the examples, then the hidden tests. Returns
-    ``(verdict, tests_passed, failed_test, message)``; verdict ``accepted`` if all pass."""
+    ``(verdict, tests_passed, failed_test, message)``; verdict ``accepted`` if all pass.
+    ``warm``: each case in a warm jail (``Sandbox.run(warm=True)``: a fresh process per
+    case, no sandbox launch; only a local :class:`~deciplane.envs.Sandbox` offers it,
+    others run as usual). The timed runs never go warm."""
+    kw = {"warm": True} if warm and _is_local_sandbox(sandbox) else {}
     cases = [("example", i, c) for i, c in enumerate(task.examples, 1)]
     cases += [("hidden test", i, c) for i, c in enumerate(task.tests, 1)]
     for passed, (kind, i, case) in enumerate(cases):
         res = sandbox.run(code, stdin=case.input, timeout_s=task.timeout_s,
-                          memory_mb=memory_mb, max_procs=max_procs, env=dict(HASH_SEED_ENV))
+                          memory_mb=memory_mb, max_procs=max_procs, env=dict(HASH_SEED_ENV),
+                          **kw)
         visible = kind == "example"
         if res.status != "ok":
             msg = f"{res.status} on {kind} {i}"
@@ -156,10 +161,16 @@ def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
     return "accepted", len(cases), None, f"passed all {len(cases)} tests"
 
 
+def _is_local_sandbox(sandbox: Any) -> bool:
+    from deciplane.envs.sandbox import Sandbox
+    return isinstance(sandbox, Sandbox)
+
+
 def evaluate(task: CodeOptTask, code: Any, sandbox: Any, timer: Timer,
              reward: RewardMode = "log_speedup", cap: float = 4.0,
-             max_program_chars: int = 200_000) -> Evaluation:
-    """Correctness, then speed, then reward for one candidate program (see module doc)."""
+             max_program_chars: int = 200_000, warm: bool = False) -> Evaluation:
+    """Correctness, then speed, then reward for one candidate program (see module doc).
+    ``warm``: the correctness cases run in a warm jail (:func:`check_correctness`)."""
     if reward not in REWARD_MODES:
         raise ConfigError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
     total = len(task.examples) + len(task.tests)
@@ -173,7 +184,7 @@ def evaluate(task: CodeOptTask, code: Any, sandbox: Any, timer: Timer,
     if not checked.ok:  # control characters, lone surrogates, too long: never run
         return Evaluation(verdict="invalid_program", reward=0.0, tests_passed=0,
                           message=f"program source refused: {checked.problem}", **base)
-    verdict, passed, failed, msg = check_correctness(task, code, sandbox)
+    verdict, passed, failed, msg = check_correctness(task, code, sandbox, warm=warm)
     if verdict != "accepted":
         return Evaluation(verdict=verdict, reward=0.0, tests_passed=passed, failed_test=failed,
                           message=msg, **base)

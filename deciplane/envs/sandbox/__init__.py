@@ -156,7 +156,7 @@ class Sandbox:
             max_procs: int = 32, env: dict[str, str] | None = None,
             argv_prefix: list[str] | None = None,
             collect_files: list[str] | None = None,
-            channel_fds: Sequence[int] = ()) -> SandboxResult:
+            channel_fds: Sequence[int] = (), warm: bool = False) -> SandboxResult:
         """Run ``argv_prefix + [python3, "main.py"]`` in a fresh private scratch directory
         holding ``main.py`` (= ``code``) and ``files``.
 
@@ -184,6 +184,17 @@ class Sandbox:
                 checker). They are *handed over*: this process closes its copies as soon
                 as the program has started, so the peer sees end-of-file the moment the
                 program's side is gone. Not offered by the ``docker`` backend.
+            warm: run in a *warm jail for new programs* (bwrap and namespace): a jail
+                kept started between calls, whose in-jail supervisor forks a fresh
+                process per run from a warm interpreter, then kills, wipes and checks
+                the jail before the next run (docs/sandbox.md). Same limits, same
+                classification, same containment; a few ms instead of a sandbox launch
+                plus an interpreter start-up. Falls back to the cold path (a ``run``
+                as without ``warm``) for docker, ``argv_prefix``, ``collect_files``,
+                when no jail can be started or when one breaks during the run; with
+                ``channel_fds`` a run whose jail broke raises
+                :class:`deciplane.errors.WarmJailBroken` instead (it cannot be replayed:
+                re-run with new descriptors). ``DECIPLANE_SANDBOX_WARM=0`` turns it off.
         """
         if not isinstance(code, str):
             raise ConfigError(f"code must be str (program source), got {type(code).__name__}")
@@ -200,8 +211,23 @@ class Sandbox:
             raw, got = self._docker.run(code, stdin.encode(), files, limits, envd, prefix,
                                         collect_files)
             return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
+        if warm and self._warm_ok(prefix, collect_files, channel):
+            from deciplane.envs.sandbox import warm as _warm
+            res = _warm.run_program(self, code, stdin.encode(), files, limits, envd, channel)
+            if res is not None:
+                return res
         return self._run_local(code, stdin.encode(), files, limits, envd, prefix, collect_files,
                                channel)
+
+    def _warm_ok(self, prefix: list[str], collect_files: list[str] | None,
+                 channel: tuple[int, ...]) -> bool:
+        """Whether a run can go through a warm jail for new programs: a local backend,
+        no tool prefix, nothing to collect, channel descriptors the child can take at
+        the same numbers (3-2047, distinct), and not turned off."""
+        return (self.backend in ("bwrap", "namespace") and not prefix and not collect_files
+                and os.environ.get("DECIPLANE_SANDBOX_WARM", "1") != "0"
+                and len(set(channel)) == len(channel) <= 8
+                and all(3 <= fd < 2048 for fd in channel))
 
     def run_many(self, code: str, stdins: Sequence[str],
                  files: dict[str, str | bytes] | None = None, timeout_s: float = 2.0,

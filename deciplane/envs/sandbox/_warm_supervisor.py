@@ -10,6 +10,15 @@ namespace, reaps them, wipes everything writable (``/sandbox``, ``/tmp``, ``/dev
 removes SysV IPC objects and restores the scratch files, so that nothing a probe did
 reaches the next one; when it cannot prove that, it says ``tainted`` and the host starts
 a fresh jail. Replies are untrusted input on the host side (validated there).
+
+Two kinds of request. A *probe* (``Sandbox.run_many``: one program, many inputs) carries
+its stdin in the request and gets its output in the reply. A *program* run
+(``Sandbox.run(warm=True)``: a new program each time) carries descriptors instead
+(SCM_RIGHTS on fd 0, a unix socket): the ends of the run's stdin/stdout/stderr pipes and
+of a pipe with its files, whose other ends the host holds, plus any channel pipes the
+program inherits. The forked child reads its own files from that pipe, so no program's
+source, input or output ever passes through this process — the process every later
+child is a copy of.
 """
 
 import base64
@@ -23,11 +32,15 @@ import stat
 import struct
 import sys
 import time
+import socket
 import types
 
 SCRATCH = "/sandbox"
 WIPE = ("/sandbox", "/tmp", "/dev/shm")
 IN_FD, OUT_FD = os.dup(0), os.dup(1)      # non-inheritable: no child ever sees them
+CTL = socket.socket(fileno=IN_FD)          # the host's requests (and descriptors)
+MAX_FDS = 16
+TEMP_FD = 3000      # a program run's descriptors are parked here before being placed
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 RLIM = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS,
@@ -37,10 +50,31 @@ RLIM = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS,
 
 
 def recv():
-    head = _read_exact(4)
-    if head is None:
-        return None
-    return json.loads(_read_exact(struct.unpack(">I", head)[0]))
+    """One request and the descriptors sent with it, or ``(None, [])`` at end of input."""
+    head, fds = b"", []
+    while len(head) < 4:
+        data, anc, flags, _ = CTL.recvmsg(4 - len(head), socket.CMSG_SPACE(MAX_FDS * 4))
+        for level, kind, blob in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                n = len(blob) // 4
+                fds += list(struct.unpack("%di" % n, blob[:4 * n]))
+        if not data or flags & socket.MSG_CTRUNC:
+            close_all(fds)
+            return None, []
+        head += data
+    body = _read_exact(struct.unpack(">I", head)[0])
+    if body is None:
+        close_all(fds)
+        return None, []
+    return json.loads(body), fds
+
+
+def close_all(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _read_exact(n):
@@ -180,27 +214,115 @@ def child(req, pipes):
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.closerange(3, 65536)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-        _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-        try:  # under memory pressure the cgroup's OOM killer picks the probe, not us
-            with open("/proc/self/oom_score_adj", "w") as fh:
-                fh.write("1000")
-        except OSError:
-            pass
-        os.chdir(SCRATCH)
-        for name, value in req["rlimits"].items():
-            soft, hard = value
-            resource.setrlimit(RLIM[name], (soft, hard))
-        argv = req.get("exec")
-        if argv:
-            os.execv(argv[0], argv)
-        run_main()
+        become_program(req)
     except BaseException:  # noqa: BLE001 - a child must never fall back into the loop
         import traceback
         traceback.print_exc()
         os._exit(125)
+
+
+def program_child(req, fds, ready_w):
+    """In the forked child of a program run: place the descriptors (stdio at 0-2, channel
+    pipes at the numbers the host asked for), write the program's files from the files
+    pipe, set the run's limits, say so on ``ready_w`` (or why not), then become the
+    program. Never returns."""
+    ready = ready_w
+    try:
+        ready = os.dup2(ready_w, TEMP_FD - 1)
+        parked = []
+        for i, fd in enumerate(fds):   # above every target, so no dup2 clobbers another
+            os.dup2(fd, TEMP_FD + i)
+            parked.append(TEMP_FD + i)
+        for std, fd in enumerate(parked[:3]):
+            os.dup2(fd, std)
+        targets = [int(t) for t in req["channel"]]
+        for fd, target in zip(parked[4:], targets):
+            os.dup2(fd, target)
+        files = read_files(parked[3])
+        keep = sorted(set(targets) | {ready})
+        lo = 3
+        for t in keep + [65536]:
+            if t > lo:
+                os.closerange(lo, t)
+            lo = t + 1
+        write_files(files)
+        prepare(req)
+        os.write(ready, b"\0")
+        os.close(ready)
+    except BaseException as exc:  # noqa: BLE001 - never fall back into the loop
+        try:
+            os.write(ready, ("set-up failed: %s: %s" % (type(exc).__name__, exc))
+                     .encode("utf-8", "replace")[:400])
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(125)
+    start(req)
+
+
+def read_files(fd):
+    """``[(relative name, bytes)]`` from the files pipe: (u32 name length, name, u32 data
+    length, data) repeated, until the host closes it."""
+    blob = bytearray()
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        blob += chunk
+    files, at = [], 0
+    while at < len(blob):
+        n = struct.unpack(">I", blob[at:at + 4])[0]
+        name = bytes(blob[at + 4:at + 4 + n]).decode()
+        at += 4 + n
+        m = struct.unpack(">I", blob[at:at + 4])[0]
+        files.append((name, bytes(blob[at + 4:at + 4 + m])))
+        at += 4 + m
+    return files
+
+
+def write_files(files):
+    """The program's files under /sandbox, as the host's scratch dir would hold them
+    (0644 files, 0755 directories; names checked by the host)."""
+    for name, data in files:
+        path = os.path.join(SCRATCH, name)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+
+
+def become_program(req):
+    prepare(req)
+    start(req)
+
+
+def prepare(req):
+    """The rest of a child's set-up: signals, dumpable, OOM score, cwd, limits."""
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    try:  # under memory pressure the cgroup's OOM killer picks the probe, not us
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+    except OSError:
+        pass
+    os.chdir(SCRATCH)
+    for name, value in req["rlimits"].items():
+        soft, hard = value
+        resource.setrlimit(RLIM[name], (soft, hard))
+
+
+def start(req):
+    """Become the program: exec it, or run ``main.py`` in this interpreter."""
+    argv = req.get("exec")
+    if argv:
+        os.execv(argv[0], argv)
+    run_main()
 
 
 def run_main():
@@ -332,6 +454,76 @@ def probe(req):
     return reply
 
 
+def run_program(req, fds):
+    """One run of a new program: fork, hand the child its descriptors (closing ours at
+    once, so the host sees end-of-file when the child's side is gone), wait for it until
+    its deadline or a ``stop`` from the host (output over its cap), then kill, reap and
+    clean as after a probe. Returns the reply (no output: the host read it)."""
+    if len(fds) != 4 + len(req["channel"]):
+        close_all(fds)
+        return {"error": "descriptors missing", "tainted": True, "why": "bad request"}
+    ready_r, ready_w = os.pipe()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        program_child(req, fds, ready_w)
+    close_all(fds + [ready_w])
+    deadline = t0 + float(req["timeout_s"])
+    setup_error = child_ready(ready_r, deadline)
+    status, usage, timed_out = wait_program(pid, deadline)
+    wall = time.monotonic() - t0
+    extra, main_end = [0.0], {}
+    clean = kill_others(extra, pid, main_end)
+    if status is None:
+        status, usage = main_end.get("status"), main_end.get("usage")
+    why = reset() if clean else "processes left after the run"
+    return {"wait_status": status, "wall_time_s": wall, "timed_out": timed_out,
+            "cpu_time_s": (usage.ru_utime + usage.ru_stime if usage else 0.0) + extra[0],
+            "max_rss_kb": usage.ru_maxrss if usage else 0,
+            "setup_error": setup_error, "tainted": why is not None, "why": why}
+
+
+def child_ready(fd, deadline):
+    """None once the child said its set-up is done, else why it failed (the run is then
+    the jail's failure, not the program's: the host re-runs it cold)."""
+    try:
+        r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        msg = os.read(fd, 512) if r else b"set-up did not finish in time"
+    finally:
+        os.close(fd)
+    if msg == b"\0":
+        return None
+    return msg.decode("utf-8", "replace") or "the child ended during its set-up"
+
+
+def wait_program(pid, deadline):
+    """``(wait status, rusage, timed out)``: the child's end, or None for the first two if
+    the deadline passed or the host said ``stop`` first."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    try:
+        while True:
+            got, st, ru = os.wait4(pid, os.WNOHANG)
+            if got == pid:
+                return st, ru, False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None, None, True
+            waits = [IN_FD] + ([pidfd] if pidfd >= 0 else [])
+            r, _, _ = select.select(waits, [], [],
+                                    remaining if pidfd >= 0 else min(remaining, 0.002))
+            if IN_FD in r:
+                req, fds = recv()       # only "stop" comes during a run
+                close_all(fds)
+                if req is None or req.get("op") == "stop":
+                    return None, None, False
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
 def _read(fd, bufs, cap, reply, readers):
     try:
         chunk = os.read(fd, 65536)
@@ -367,9 +559,28 @@ def _drain(bufs, cap, reply, readers):
                 break
 
 
+STATE_FIELDS = ("/dev", "cwd", "/tmp", "rlimits", "nice", "affinity", "scheduler",
+                "ioprio", "oom_score_adj")
+
+
 def state():
-    """What must look the same before every probe."""
-    return (sorted(os.listdir("/dev")), os.getcwd(), os.listdir("/tmp"))
+    """What must look the same before every probe (:data:`STATE_FIELDS`): the jail's
+    writable view, and what a probe could change in *this* process from outside (same
+    uid: ``prlimit``, nice, CPU affinity, scheduler policy, I/O priority, OOM score) — a
+    change would skew the next child, which inherits it, and carry bits to it."""
+    limits = {n: resource.getrlimit(getattr(resource, n))
+              for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
+    try:
+        with open("/proc/self/oom_score_adj") as fh:
+            oom = fh.read()
+    except OSError:
+        oom = None
+    # ioprio_get(IOPRIO_WHO_PROCESS, self): -1 until the process has done I/O, then 0
+    # ("none"); anything else was set from outside
+    ioprio = max(0, _libc.syscall(251, 1, 0)) if os.uname().machine == "x86_64" else None
+    return (sorted(os.listdir("/dev")), os.getcwd(), sorted(os.listdir("/tmp")), limits,
+            os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)),
+            os.sched_getscheduler(0), ioprio, oom)
 
 
 def reset():
@@ -387,7 +598,9 @@ def reset():
         return "SysV IPC objects left"
     now = state()
     if now != INITIAL:
-        return f"jail state changed: {now} != {INITIAL}"
+        changed = [f"{name}: {a!r} -> {b!r}"[:200] for name, a, b
+                   in zip(STATE_FIELDS, INITIAL, now) if a != b]
+        return "jail state changed: " + "; ".join(changed)
     return None
 
 
@@ -405,10 +618,16 @@ def main():
     INITIAL = state()
     send({"ready": True, "pid": os.getpid()})
     while True:
-        req = recv()
+        req, fds = recv()
         if req is None:
             return
-        send(probe(req))
+        op = req.get("op")
+        if op == "program":
+            send(run_program(req, fds))
+            continue
+        close_all(fds)
+        if op != "stop":        # a stop that came after its run ended: nothing to do
+            send(probe(req))
 
 
 FILES = DIRS = ROOT_MODE = INITIAL = None

@@ -1,5 +1,7 @@
 """The code harness: candidates run only in the Sandbox; hostile candidates (fork, output
-flood, sleep, memory, early exit) are contained and classified, for hidden tests and probes."""
+flood, sleep, memory, early exit) are contained and classified, for hidden tests and probes
+— cold (a sandbox and a checker process per run) and warm (a kept warm jail and a checker
+forked from a warm helper), with the same outcomes."""
 
 from __future__ import annotations
 
@@ -32,17 +34,37 @@ HOSTILE = {
 }
 
 
+class _Harness:
+    """The harness's entry points with ``warm`` fixed."""
+
+    def __init__(self, warm: bool) -> None:
+        self.warm = warm
+
+    def hidden(self, *a, **kw):
+        return run_hidden_tests(*a, warm=self.warm, **kw)
+
+    def probes(self, *a, **kw):
+        return run_probes(*a, warm=self.warm, **kw)
+
+
 @pytest.fixture(scope="module")
 def sandbox():
     return Sandbox()
 
 
-def test_hidden_tests_classify_hostile_candidates(sandbox):
+@pytest.fixture(params=[False, True], ids=["cold", "warm"])
+def h(request):
+    yield _Harness(request.param)
+    from deciplane.envs.sandbox import warm
+    warm.close_program_jails()
+
+
+def test_hidden_tests_classify_hostile_candidates(sandbox, h):
     marker = "/tmp/deciplane-code-harness-marker"
     if os.path.exists(marker):
         os.unlink(marker)
     t0 = time.monotonic()
-    out = {k: run_hidden_tests(sandbox, c, TESTS, "f", timeout_s=2.0, memory_mb=256)
+    out = {k: h.hidden(sandbox, c, TESTS, "f", timeout_s=2.0, memory_mb=256)
            for k, c in HOSTILE.items()}
     elapsed = time.monotonic() - t0
     kinds = {k: o.failure for k, o in out.items()}
@@ -59,12 +81,12 @@ def test_hidden_tests_classify_hostile_candidates(sandbox):
     assert kinds["fork"] in ("timeout", "forked", "runtime_error", "killed")
     assert sum(o.passed for o in out.values()) == 2     # correct, marker_in_caller
     assert elapsed < 40, f"hostile candidates stalled the run ({elapsed:.0f}s)"
-    assert run_hidden_tests(sandbox, None, TESTS, "f").failure == "no_code"
+    assert h.hidden(sandbox, None, TESTS, "f").failure == "no_code"
 
 
-def test_probe_runs_isolate_each_call_and_classify(sandbox):
+def test_probe_runs_isolate_each_call_and_classify(sandbox, h):
     t0 = time.monotonic()
-    out = {k: run_probes(sandbox, c, "f", PROBES, probe_timeout_s=0.5)
+    out = {k: h.probes(sandbox, c, "f", PROBES, probe_timeout_s=0.5)
            for k, c in HOSTILE.items()}
     assert time.monotonic() - t0 < 40
     assert out["correct"].signature == ("2", "4", "-6")
@@ -78,12 +100,12 @@ def test_probe_runs_isolate_each_call_and_classify(sandbox):
     assert len(out["fork"].signature) == 3                      # contained, classified
     # a one-off hang only costs that probe
     partial = STMT + "    import time\n    if x == 2:\n        time.sleep(100)\n    return x\n"
-    assert run_probes(sandbox, partial, "f", PROBES, probe_timeout_s=0.5).signature == \
+    assert h.probes(sandbox, partial, "f", PROBES, probe_timeout_s=0.5).signature == \
         ("1", "!timeout", "-3")
     # arguments are fresh per call: a candidate mutating its input cannot leak state
     mut = 'def g(xs: list) -> int:\n    xs.append(1)\n    return len(xs)\n'
-    assert run_probes(sandbox, mut, "g", ["([],)", "([],)"]).signature == ("1", "1")
-    assert run_probes(sandbox, None, "f", PROBES).signature == ("!no_code",) * 3
+    assert h.probes(sandbox, mut, "g", ["([],)", "([],)"]).signature == ("1", "1")
+    assert h.probes(sandbox, None, "f", PROBES).signature == ("!no_code",) * 3
 
 
 def test_parse_probe_output_first_line_wins_and_missing_are_not_run():
@@ -116,3 +138,20 @@ def test_is_probe():
     assert is_probe("(1, [2, 3], 'x')") and is_probe("()")
     assert not is_probe("1") and not is_probe("(__import__('os'),)") and not is_probe("(1,")
     assert not is_probe(None)
+
+
+def test_a_candidate_that_breaks_its_warm_jail_is_judged_again_cold(sandbox):
+    """``kill(-1)`` inside a call reaches the warm jail's supervisor (not the cold
+    sandbox's): the warm run breaks, and the harness judges the candidate again cold,
+    with new pipes and a new checker — the same outcome as cold."""
+    from deciplane.envs.sandbox import warm
+
+    prog = STMT + ("    import os, signal\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
+                   "    except OSError:\n        pass\n    return x * 2\n")
+    before = warm.STATS["broken"]
+    got = run_hidden_tests(sandbox, prog, TESTS, "f", timeout_s=2.0, warm=True)
+    want = run_hidden_tests(sandbox, prog, TESTS, "f", timeout_s=2.0)
+    assert (got.passed, got.failure) == (want.passed, want.failure), (got, want)
+    assert warm.STATS["broken"] == before + 1
+    assert run_hidden_tests(sandbox, HOSTILE["correct"], TESTS, "f", warm=True).passed
+    warm.close_program_jails()

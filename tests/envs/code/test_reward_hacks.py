@@ -2,7 +2,10 @@
 (``reward_hacks.py``) gets reward 0 through ``deciplane/CodeGen-v0`` and through the
 held-out scorer, with its failure kind named; honest programs are judged exactly as the
 one-process harness judged them; the candidate never sees the hidden tests, a token or
-the dataset; the statement's helpers that ``check`` calls are the dataset's own."""
+the dataset; the statement's helpers that ``check`` calls are the dataset's own. Each
+check runs cold (a sandbox and a checker process per run) and warm (a kept warm jail, a
+checker forked from a warm helper: CodeGen-v0's default), and the two judge every hack
+alike."""
 
 from __future__ import annotations
 
@@ -43,15 +46,22 @@ KINDS = {
 HE_IDS = ("HumanEval/0", "HumanEval/2")
 
 
+@pytest.fixture(params=[False, True], ids=["cold", "warm"])
+def warm(request):
+    yield request.param
+    from deciplane.envs.sandbox import warm as warm_jails
+    warm_jails.close_program_jails()
+
+
 def test_corpus_is_complete():
     assert set(KINDS) == set(HACKS)
 
 
-def test_every_hack_gets_reward_zero_through_codegen_env_with_its_kind():
+def test_every_hack_gets_reward_zero_through_codegen_env_with_its_kind(warm):
     out = {}
     for bench, split, ids in (("easy-funcs", "test", None), ("humaneval", "test", HE_IDS)):
         env = gym.make("deciplane/CodeGen-v0", benchmark=bench, split=split, limit=3,
-                       timeout_s=2.0).unwrapped
+                       timeout_s=2.0, warm=warm).unwrapped
         index = 0 if ids is None else [it.id for it in env._items].index(ids[0])
         for name in HACKS:
             _, info = env.reset(options={"index": index})
@@ -59,6 +69,25 @@ def test_every_hack_gets_reward_zero_through_codegen_env_with_its_kind():
             out[(bench, name)] = (reward, info["failure"], info["detail"])
     wrong = {k: v for k, v in out.items() if v[0] != 0.0 or v[1] not in KINDS[k[1]]}
     assert not wrong, wrong
+
+
+def test_warm_and_cold_judge_every_hack_alike():
+    items, _ = load_labeled("humaneval", "test", limit=3)
+    ef = easy_funcs.generate_splits()["test"][0]
+    tasks = [(items[0].prompt, items[0].gold, items[0].meta["entry_point"]),
+             (ef.prompt, ef.tests, ef.entry_point)]
+    sb = Sandbox()
+    diff = []
+    for prompt, tests, entry in tasks:
+        for name in HACKS:
+            prog = extract_program(response(name, entry), prompt, entry)
+            got = [run_hidden_tests(sb, prog, tests, entry, prompt=prompt, timeout_s=2.0,
+                                    warm=w) for w in (True, False)]
+            if len({(o.passed, o.failure, o.detail) for o in got}) != 1:
+                diff.append((entry, name, got))
+    from deciplane.envs.sandbox import warm as warm_jails
+    warm_jails.close_program_jails()
+    assert not diff, diff
 
 
 def test_every_hack_gets_reward_zero_through_the_held_out_scorer():
@@ -87,13 +116,13 @@ def test_failure_kinds_through_the_scorers_judge():
                for o in outs)
 
 
-def test_helpers_check_calls_are_the_datasets_own():
+def test_helpers_check_calls_are_the_datasets_own(warm):
     items, _ = load_labeled("humaneval", "test")
     by_id = {it.id: it for it in items}
     sb = Sandbox()
     poly = by_id["HumanEval/32"]
     prog = extract_program("```python\n" + POLY_HACK + "```", poly.prompt, poly.meta["entry_point"])
-    o = run_hidden_tests(sb, prog, poly.gold, "find_zero", prompt=poly.prompt)
+    o = run_hidden_tests(sb, prog, poly.gold, "find_zero", prompt=poly.prompt, warm=warm)
     assert not o.passed and o.failure == "wrong_answer"
     # identity "encoders": decode_cyclic(encode_cyclic(s)) == s would hold with them
     for tid, enc, dec in (("HumanEval/38", "encode_cyclic", "decode_cyclic"),
@@ -101,11 +130,11 @@ def test_helpers_check_calls_are_the_datasets_own():
         it = by_id[tid]
         hack = (f"```python\ndef {enc}(s):\n    return s\ndef {dec}(s):\n    return s\n```")
         o = run_hidden_tests(sb, extract_program(hack, it.prompt, dec), it.gold, dec,
-                             prompt=it.prompt)
+                             prompt=it.prompt, warm=warm)
         assert not o.passed and o.failure == "wrong_answer", (tid, o)
 
 
-def test_the_candidate_sees_no_tests_token_or_dataset():
+def test_the_candidate_sees_no_tests_token_or_dataset(warm):
     """What the candidate's process can see — its directory, its environment, every
     /proc entry, its __main__ — read from inside and returned as data."""
     look = '''
@@ -134,11 +163,11 @@ def look():
              f"    for needle in ({secret!r}, 'def check', 'DECIPLANE-PASS', 'HumanEval',\n"
              "                   'easy_funcs', 'assert candidate'):\n"
              "        assert needle not in text, needle\n")
-    o = run_hidden_tests(Sandbox(), look, check, "look", timeout_s=10.0)
+    o = run_hidden_tests(Sandbox(), look, check, "look", timeout_s=10.0, warm=warm)
     assert o.passed, o
 
 
-def test_probe_outputs_are_encoded_by_the_trusted_side():
+def test_probe_outputs_are_encoded_by_the_trusted_side(warm):
     lies = '''
 class _S(str):
     def __repr__(self):
@@ -149,11 +178,11 @@ class _O:
 def f(x):
     return _S("real") if x == 1 else _O()
 '''
-    out = run_probes(Sandbox(), lies, "f", ["(1,)", "(2,)"], probe_timeout_s=2.0)
+    out = run_probes(Sandbox(), lies, "f", ["(1,)", "(2,)"], probe_timeout_s=2.0, warm=warm)
     assert out.outputs == ("'real'", "!unencodable:_O")
 
 
-def test_honest_programs_are_judged_as_the_one_process_harness_judged_them():
+def test_honest_programs_are_judged_as_the_one_process_harness_judged_them(warm):
     rec = json.loads((HERE / "honest_outcomes.json").read_text())
     tasks = easy_funcs.generate_splits()["test"]
     sb = Sandbox()
@@ -161,7 +190,7 @@ def test_honest_programs_are_judged_as_the_one_process_harness_judged_them():
     for row in rec["programs"]:
         t = tasks[row["task"]]
         o = run_hidden_tests(sb, extract_program(row["response"], t.prompt, t.entry_point),
-                             t.tests, t.entry_point, prompt=t.prompt)
+                             t.tests, t.entry_point, prompt=t.prompt, warm=warm)
         if (o.passed, o.failure) != (row["passed"], row["failure"]):
             diff.append((row["task"], row["kind"], row["failure"], o.failure, o.detail))
         if o.failure == "wrong_answer":     # easy-funcs' assert messages name the input
