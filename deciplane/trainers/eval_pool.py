@@ -110,46 +110,6 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().cpu() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def _worker_main(conn: Any, config_data: dict[str, Any]) -> None:
-    """A helper process: build the run's policy and algorithm, then answer requests
-    ``("weights", state)``, ``("batch", kind, split, seeds)``, ``("close",)``."""
-    try:
-        from deciplane.config import from_dict
-        from deciplane.trainers.config import CONFIGS
-        from deciplane.trainers.run import build_algorithm, build_policy
-
-        config = from_dict(CONFIGS[config_data["algorithm"]], config_data)
-        config.model.threads = 1
-        config.eval.workers = 1
-        policy = build_policy(config)
-        policy.model.eval()
-        algo = build_algorithm(config, policy)
-        conn.send(("ready",))
-    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
-        conn.send(("error", traceback.format_exc()))
-        return
-    try:
-        while True:
-            msg = conn.recv()
-            try:
-                if msg[0] == "close":
-                    break
-                if msg[0] == "weights":
-                    load_trainable_state(policy.model, msg[1])
-                    conn.send(("ok",))
-                elif msg[0] == "batch":
-                    _, kind, split, seeds = msg
-                    agent, collect = algo.eval_spec(kind)
-                    conn.send(("ok", algo.suite.play_batch(agent, split, seeds, collect)))
-                else:
-                    conn.send(("error", f"unknown request {msg[0]!r}"))
-            except BaseException:  # noqa: BLE001
-                conn.send(("error", traceback.format_exc()))
-    finally:
-        algo.close()
-        conn.close()
-
-
 def load_trainable_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy ``state`` (from :func:`trainable_state`) into ``model``'s parameters."""
     named = dict(model.named_parameters())
@@ -165,10 +125,14 @@ def load_trainable_state(model: torch.nn.Module, state: dict[str, torch.Tensor])
 class EvalPool:
     """``workers - 1`` helper processes that play evaluation batches (see the module doc).
 
-    They start loading at once (in the background); the first evaluation waits for them.
+    ``target(conn, config_data)`` is each helper's main function (a module-level function:
+    ``spawn`` imports it by name): :func:`serve_requests` on the algorithm it builds from
+    the config (``deciplane.trainers.run.eval_worker_main``). They start loading at once
+    (in the background); the first evaluation waits for them.
     """
 
-    def __init__(self, config: Any, workers: int) -> None:
+    def __init__(self, config: Any, workers: int, target: Callable[[Any, dict], None]
+                 ) -> None:
         from deciplane.config import to_dict
 
         if workers < 2:
@@ -183,7 +147,7 @@ class EvalPool:
         data = to_dict(config)
         for _ in range(self.workers - 1):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child, data), daemon=True,
+            proc = ctx.Process(target=target, args=(child, data), daemon=True,
                                name="deciplane-eval-worker")
             proc.start()
             child.close()
@@ -247,7 +211,32 @@ class EvalPool:
         self._conns, self._procs = [], []
 
 
-def start_eval_pool(config: Any) -> EvalPool | None:
+def serve_requests(conn: Any, policy: Any, algo: Any) -> None:
+    """A helper's loop: answer ``("weights", state)``, ``("batch", kind, split, seeds)``
+    and ``("close",)`` from the parent with ``algo`` (built with one thread)."""
+    try:
+        while True:
+            msg = conn.recv()
+            try:
+                if msg[0] == "close":
+                    break
+                if msg[0] == "weights":
+                    load_trainable_state(policy.model, msg[1])
+                    conn.send(("ok",))
+                elif msg[0] == "batch":
+                    _, kind, split, seeds = msg
+                    agent, collect = algo.eval_spec(kind)
+                    conn.send(("ok", algo.suite.play_batch(agent, split, seeds, collect)))
+                else:
+                    conn.send(("error", f"unknown request {msg[0]!r}"))
+            except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+                conn.send(("error", traceback.format_exc()))
+    finally:
+        algo.close()
+        conn.close()
+
+
+def start_eval_pool(config: Any, target: Callable[[Any, dict], None]) -> EvalPool | None:
     """The pool ``config.eval.workers`` asks for, or None (1 worker, or a data-parallel
     run: there every rank already evaluates with its own process)."""
     from deciplane.engine import distributed
@@ -258,8 +247,9 @@ def start_eval_pool(config: Any) -> EvalPool | None:
     if distributed.launched():
         raise ConfigError("eval.workers > 1 cannot be combined with a data-parallel launch "
                           "(accelerate launch / torchrun); set eval.workers: 1")
-    return EvalPool(config, workers)
+    return EvalPool(config, workers, target)
 
 
 __all__ = ["EvalPool", "EvalWorkerError", "batch_starts", "load_trainable_state",
-           "pooled_batch", "share_batches", "start_eval_pool", "trainable_state"]
+           "pooled_batch", "serve_requests", "share_batches", "start_eval_pool",
+           "trainable_state"]

@@ -35,7 +35,6 @@ from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
 from deciplane.trainers.envs import EnvSuite
-from deciplane.trainers.eval_pool import start_eval_pool
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
@@ -152,7 +151,6 @@ class MenuPPO(Algorithm):
         self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
-        self.suite.pool = start_eval_pool(c)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":

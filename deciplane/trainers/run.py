@@ -25,6 +25,7 @@ from deciplane.errors import CheckpointError, ConfigError
 from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm
 from deciplane.trainers.config import TrainConfig, load_config, to_dict
+from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
 from deciplane.trainers.math_grpo import MathGRPO
 from deciplane.trainers.rlid_ppo import MenuPPO
 from deciplane.trainers.text_ppo import TextPPO
@@ -93,10 +94,38 @@ ALGORITHMS: dict[str, Callable[[Any, Any], Algorithm]] = {
 
 
 def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:
+    """The algorithm of ``config`` on ``policy``; with ``eval.workers`` > 1 its env suite
+    gets the helper processes of its evaluations (:mod:`deciplane.trainers.eval_pool`)."""
     if config.algorithm not in ALGORITHMS:
         raise ConfigError(f"algorithm {config.algorithm!r} is not one of "
                           f"{', '.join(sorted(ALGORITHMS))}")
-    return ALGORITHMS[config.algorithm](config, policy)
+    algo = ALGORITHMS[config.algorithm](config, policy)
+    suite = getattr(algo, "suite", None)
+    if suite is not None and hasattr(algo, "eval_spec"):
+        suite.pool = start_eval_pool(config, eval_worker_main)
+    return algo
+
+
+def eval_worker_main(conn: Any, config_data: dict[str, Any]) -> None:
+    """An evaluation helper process: the run's policy and algorithm with one torch thread
+    (and no pool of its own), then :func:`~deciplane.trainers.eval_pool.serve_requests`."""
+    import traceback
+
+    from deciplane.config import from_dict
+    from deciplane.trainers.config import CONFIGS
+
+    try:
+        config = from_dict(CONFIGS[config_data["algorithm"]], config_data)
+        config.model.threads = 1
+        config.eval.workers = 1
+        policy = build_policy(config)
+        policy.model.eval()
+        algo = build_algorithm(config, policy)
+        conn.send(("ready",))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        conn.send(("error", traceback.format_exc()))
+        return
+    serve_requests(conn, policy, algo)
 
 
 RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "plan.eval_share",
@@ -158,4 +187,4 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
 
 
 __all__ = ["ALGORITHMS", "RESUMABLE_CHANGES", "build_algorithm", "build_policy",
-           "lora_targets", "run_training"]
+           "eval_worker_main", "lora_targets", "run_training"]

@@ -24,7 +24,6 @@ from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
 from deciplane.trainers.envs import EnvSuite
-from deciplane.trainers.eval_pool import start_eval_pool
 from deciplane.trainers.rlid_ppo import group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
@@ -53,7 +52,6 @@ class TextPPO(Algorithm):
                                temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
-        self.suite.pool = start_eval_pool(c)
         self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
                                     aggregation="token_mean")
         self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
