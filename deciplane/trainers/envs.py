@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from deciplane.engine.episodes import RolloutStats, make_vector_env
+from deciplane.engine.episodes import make_vector_env
 from deciplane.trainers.config import EnvConfig
 
 TEXTWORLD = "deciplane/TextWorld-v0"
@@ -246,8 +246,9 @@ class EnvSuite:
         its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins,
         lengths, returns and invalid steps in seed order (``episode_wins``, for paired
         comparisons: same ``episode_seeds``, same games and menus) and the split
-        fingerprint (:func:`~deciplane.trainers.baseline_cache.summarize_episodes`). ``self.progress(phase, done,
-        total, metrics)``, when set, is called after every batch.
+        fingerprint (:func:`~deciplane.trainers.baseline_cache.summarize_episodes`).
+        ``self.progress(phase, done, total, metrics)``, when set, is called after every
+        batch.
 
         With a :attr:`pool` (``eval.workers`` > 1) and ``remote`` (the name of the same
         agent in the helpers, ``Algorithm.eval_spec``), the batches are shared with the
@@ -298,7 +299,8 @@ class EnvSuite:
         # episode order; a batch that ran past a limit set meanwhile is cut to it, so that
         # every evaluation of the run plays the same episodes
         eps = [e for start in sorted(parts) for e in parts[start]][:limit()]
-        return summarize_episodes(seeds, eps, self._fps.get(split))
+        # (a helper may have played every batch: then this process has built no env yet)
+        return summarize_episodes(seeds, eps, self.split_fingerprint(split))
 
     def split_fingerprint(self, split: str) -> str | None:
         """The fingerprint of ``split``'s episodes (building one env if none was built)."""
