@@ -165,20 +165,22 @@ class Algorithm(abc.ABC):
     def split_fingerprints(self) -> dict[str, str]:
         return {}
 
-    def baseline_key(self, kind: str, split: str) -> str | None:
+    def baseline_key(self, kind: str, split: str, weights: str | None = None) -> str | None:
         """The baseline-cache key of the ``kind`` evaluation (``eval_spec``) on ``split``
-        with the current weights (:mod:`deciplane.trainers.baseline_cache`); None for an
-        algorithm without an env suite and ``eval_spec``."""
+        with the current weights (:mod:`deciplane.trainers.baseline_cache`; ``weights``:
+        their digest if already computed); None for an algorithm without an env suite and
+        ``eval_spec``."""
         suite, spec = getattr(self, "suite", None), getattr(self, "eval_spec", None)
         if suite is None or spec is None:
             return None
-        from deciplane.trainers.baseline_cache import baseline_key
+        from deciplane.trainers.baseline_cache import baseline_key, weights_fingerprint
 
         c = self.config
         agent, _ = spec(kind)
         env = {"id": c.env.id, "kwargs": c.env.kwargs,
                "max_episode_steps": c.env.max_episode_steps}
-        return baseline_key(kind, agent, self.policy.model, env, split,
+        weights = weights or weights_fingerprint(self.policy.model)
+        return baseline_key(kind, agent, weights, env, split,
                             suite.split_fingerprint(split),
                             suite.eval_seeds(split, c.eval.episodes))
 

@@ -87,10 +87,11 @@ def agent_fingerprint(agent: Any) -> dict[str, Any]:
     return out
 
 
-def baseline_key(kind: str, agent: Any, model: torch.nn.Module, env: dict[str, Any],
+def baseline_key(kind: str, agent: Any, weights: str, env: dict[str, Any],
                  split: str, fingerprint: str | None, seeds: Sequence[int]) -> str:
-    """The cache key of a baseline evaluation (see the module doc)."""
-    blob = json.dumps({"kind": kind, "weights": weights_fingerprint(model),
+    """The cache key of a baseline evaluation (see the module doc); ``weights`` is the
+    model's :func:`weights_fingerprint`."""
+    blob = json.dumps({"kind": kind, "weights": weights,
                        "agent": agent_fingerprint(agent), "env": env, "split": split,
                        "split_fingerprint": fingerprint, "seeds": [int(s) for s in seeds],
                        "code": code_fingerprint()}, sort_keys=True, default=str)

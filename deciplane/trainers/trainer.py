@@ -331,12 +331,13 @@ class Trainer:
         key_of = getattr(self.algo, "baseline_key", None)
         if not self.config.eval.cache_baselines or key_of is None:
             return
-        from deciplane.trainers.baseline_cache import load_baseline
+        from deciplane.trainers.baseline_cache import load_baseline, weights_fingerprint
 
+        weights = weights_fingerprint(self.policy.model)   # once: every lookup shares them
         kinds = ["trained"] + (["labels"] if self._labels_baseline() else [])
         for kind in kinds:
             for split in self.config.eval.final_splits:
-                key = key_of(kind, split)
+                key = key_of(kind, split, weights)
                 if key is None:
                     continue
                 self._baseline_keys[(kind, split)] = key
