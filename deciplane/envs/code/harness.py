@@ -54,7 +54,7 @@ FAILURE_KINDS = ("passed", "wrong_answer", "runtime_error", "syntax_error", "no_
                  "unencodable", "unsupported_input", "protocol_error", "sandbox_error",
                  "invalid_action")
 """``exited``: the program's process ended (``os._exit``, ``sys.exit``, a signal it sent
-itself) before answering; ``forked``: a call left a child process running;
+itself) before answering; ``forked``: a call left a child process (or an orphaned descendant) running;
 ``unencodable``: a call returned a value that is not plain data; ``unsupported_input``:
 the tests passed the candidate an argument plain data cannot carry (none of HumanEval's
 164 tasks do); ``protocol_error``: the candidate's side wrote something that is not a
@@ -131,6 +131,11 @@ def _watch():
     os._exit(0)
 threading.Thread(target=_watch, daemon=True).start()
 _PID = os.getpid()
+try:    # orphaned descendants become our children, so a double fork is seen as "forked"
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+except Exception:
+    pass
 class _CallTimeout(BaseException):
     pass
 def _alarm(signum, frame):
