@@ -20,35 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from deciplane.envs.menu_env import normalize_command
-from deciplane.interop.common import served_info
+from deciplane.interop.common import menu_choice, menu_prompt, served_info
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 except ImportError as e:  # pragma: no cover - the extra is not installed
     raise ImportError("deciplane.interop.skyrl needs skyrl-gym: "
                       "pip install 'deciplane[interop]'") from e
-
-
-def menu_prompt(observation: str, menu: Any) -> str:
-    """The observation and, for a menu env, its legal actions numbered from 1."""
-    if menu is None:
-        return str(observation)
-    lines = "\n".join(f"{i}) {a}" for i, a in enumerate(menu, 1))
-    return (f"{observation}\n\nLegal actions:\n{lines}\n\n"
-            "Reply with one action, as written (or its number).")
-
-
-def menu_choice(reply: str, menu: Any) -> int:
-    """The menu index a reply names: a line of the menu (case and spacing ignored, a
-    trailing period too) or its number from 1; ``len(menu)`` (an invalid action) otherwise."""
-    text = normalize_command(str(reply).strip().strip("."))
-    lines = [normalize_command(str(a)) for a in menu]
-    if text in lines:
-        return lines.index(text)
-    if text.isdigit() and 1 <= int(text) <= len(lines):
-        return int(text) - 1
-    return len(lines)
 
 
 class DeciplaneTextEnv(BaseTextEnv):

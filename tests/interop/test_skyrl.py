@@ -79,6 +79,6 @@ def test_doctor_names_the_interop_extra():
     from deciplane.interop.common import interop_status
 
     ok, why = interop_status()
-    assert ok and "openenv 0.10" in why and "skyrl-gym 0.4" in why
+    assert ok and "openenv 0.10" in why and "skyrl-gym 0.4" in why and "trl 1.16" in why
     out = CliRunner().invoke(app, ["doctor"])
     assert "interop (OpenEnv, SkyRL): yes (openenv 0.10" in out.output
