@@ -5,6 +5,8 @@
   wrap an OpenEnv environment (served or in-process) as a Gymnasium env
   (:func:`deciplane.envs.from_openenv`).
 * :mod:`deciplane.interop.skyrl` — a ``skyrl_gym`` ``BaseTextEnv`` over any deciplane env.
+* :mod:`deciplane.interop.trl` — any deciplane env as a TRL ``GRPOTrainer``
+  ``environment_factory``, and tool-calling chat templates for the built-in models.
 
 Each needs the optional extra ``pip install 'deciplane[interop]'``; nothing here is
 imported by the rest of deciplane.
