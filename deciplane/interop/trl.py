@@ -21,10 +21,12 @@ fields never reach the model: a tool returns only the observation text and the m
 TRL parses tool calls only for chat templates it knows (Qwen, Llama 3.1/3.2, ...). The
 built-in models' templates render no tools: :func:`prepare_tokenizer` gives
 ``deciplane/tiny`` and ChatML models such as SmolLM2 a tool-calling template (tools listed
-in the system turn, calls as ``<tool_call>{json}</tool_call>``, generation markers for
+in the system turn; calls as ``<tool_call>{json}</tool_call>`` for ChatML, as
+``<action>NAME key: value</action>`` for the tiny model; generation markers for
 assistant-only losses) and the ``response_template`` transformers parses the calls with.
-Neither model was trained to call tools in it: teach the format first (e.g. TRL's
-``SFTTrainer`` on expert calls, :func:`expert_conversations`), as the test does.
+Neither model was trained to call tools in it: teach the format first, on the assistant
+turns of :func:`expert_conversations` (TRL's ``SFTTrainer`` takes them as ``messages``;
+the test uses a plain next-token loop).
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ class DeciplaneToolEnv:
         from deciplane.envs import make
 
         self.env = make(self.env_id, **self.env_kwargs)
-        self.split = self.env_kwargs.get("split", getattr(self.env.unwrapped, "split", None))
         self.episodes: list[dict[str, Any]] = []
         self._start(None)
 
@@ -179,6 +180,9 @@ def expert_conversations(factory: type[DeciplaneToolEnv], seeds, instruction: st
     """Whole episodes of the env's expert (``info["expert_command"]``; envs whose train
     split has one) as tool-calling conversations (``messages`` for TRL's ``SFTTrainer``):
     the user turn, then per step an assistant ``choose`` call and the tool's reply."""
+    if not hasattr(factory, "choose"):
+        raise TypeError(f"{factory.__name__} is not a menu env: expert conversations need "
+                        "one (a choose tool and info['expert_command'])")
     env = factory()
     out = []
     try:
