@@ -454,12 +454,14 @@ class ProbeERPO(BaseAdapter):
 
     def evaluate_candidates(self, task: UnlabeledTask, texts: Sequence[str],
                             probes: Sequence[str]) -> CandidateSet:
-        """Run each candidate on the probes in the sandbox: signatures and validity."""
+        """Run each candidate on the probes in the sandbox (a warm jail; the same
+        signatures as cold; ``DECIPLANE_SANDBOX_WARM=0`` runs them cold): signatures and
+        validity."""
         cfg = self.config
         entry = self._entry(task)
         programs = [extract_program(t, task.prompt, entry) for t in texts]
         runs = [run_probes(self.sandbox, p, entry, probes, probe_timeout_s=cfg.probe_timeout_s,
-                           memory_mb=cfg.memory_mb) for p in programs]
+                           memory_mb=cfg.memory_mb, warm=True) for p in programs]
         sigs = [r.signature for r in runs]
         for r in runs:
             self.probe_stats[f"run_status/{r.status}"] += 1
