@@ -47,7 +47,7 @@ demo: system-deps $(STAMP)
 	  $(BIN)/deciplane train $(CONFIG) --run-dir $$run && $(BIN)/deciplane report $$run
 
 test: system-deps $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-fast: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
