@@ -54,9 +54,9 @@ FAILURE_KINDS = ("passed", "wrong_answer", "runtime_error", "syntax_error", "no_
                  "unencodable", "unsupported_input", "protocol_error", "sandbox_error",
                  "invalid_action")
 """``exited``: the program's process ended (``os._exit``, ``sys.exit``, a signal it sent
-itself) before answering; ``forked``: a call left a child process (or an orphaned descendant) running;
-``unencodable``: a call returned a value that is not plain data; ``unsupported_input``:
-the tests passed the candidate an argument plain data cannot carry (none of HumanEval's
+itself) before answering; ``forked``: a call left a child process (or an orphaned
+descendant) running; ``unencodable``: a call returned a value that is not plain data;
+``unsupported_input``: the tests passed the candidate an argument plain data cannot carry (none of HumanEval's
 164 tasks do); ``protocol_error``: the candidate's side wrote something that is not a
 well-formed reply."""
 

@@ -30,8 +30,9 @@ HOSTILE = {
     "double_fork": STMT + "    import os, time\n    pid = os.fork()\n    if pid == 0:\n"
                           "        if os.fork() == 0:\n            time.sleep(100)\n"
                           "        os._exit(0)\n    os.waitpid(pid, 0)\n    return x * 2\n",
-    "fork_bomb": STMT + "    import os\n    for _ in range(200):\n        try:\n            os.fork()\n"
-                        "        except OSError:\n            pass\n    return x * 2\n",
+    "fork_bomb": STMT + "    import os\n    for _ in range(200):\n        try:\n"
+                        "            os.fork()\n        except OSError:\n            pass\n"
+                        "    return x * 2\n",
     "early_exit": STMT + "    import os\n    os._exit(0)\n",
     "memory": STMT + "    a = bytearray(2 ** 31)\n    return x\n",
     "syntax": STMT + "    return (\n",
