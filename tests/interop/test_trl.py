@@ -120,6 +120,7 @@ def _teach_the_call_format(model, tok, conversations, schema, steps: int):
 
 
 @needs_twx
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_grpo_trainer_plays_the_env_through_its_tool_and_is_scored_by_get_reward(tmp_path):
     import torch
