@@ -188,7 +188,49 @@ def ttpo_loss(cfg: TTPOLossConfig, kl: torch.Tensor, entropy: torch.Tensor, logp
                "ttpo/neg": float(l_n.detach()[~agree].mean()) if (~agree).any() else 0.0,
                "ttpo/weight_mean": float((w * m).sum() / m.sum().clamp(min=1)),
                "ttpo/masked_share": float(mt.sum() / neg_rows.sum().clamp(min=1))}
+    metrics.update(branch_metrics(kl.detach(), w, entropy, m, agree, mt))
     return LossOutput(loss, metrics)
+
+
+def branch_metrics(kl: torch.Tensor, weights: torch.Tensor, entropy: torch.Tensor,
+                   mask: torch.Tensor, agree: torch.Tensor, neg_kept: torch.Tensor
+                   ) -> dict[str, float]:
+    """What each branch trains on, per micro-batch (means; 0 where a branch has no rows):
+
+    * ``ttpo/agree_tokens``, ``ttpo/disagree_tokens``: valid tokens per row of each branch;
+    * ``ttpo/agree_weight``: mean soft-OR weight ``w`` over the agree tokens (the share of
+      them the weight keeps); ``ttpo/agree_kl``: mean ``KL(q_t || p_t)`` over them;
+    * ``ttpo/agree_kl_first``: the KL at each agree row's first response token, and
+      ``ttpo/agree_kl_first_share`` its share of the row's summed KL — where the teacher,
+      told the answer, would rather state it at once than reason (the diagnosis of TTPO's
+      collapse, docs/methods.md §5.2);
+    * ``ttpo/disagree_kept``: tokens per disagree row the confident-error mask keeps;
+    * ``ttpo/entropy``: mean student entropy (nats) over all valid tokens.
+    """
+    m = as_bool_mask(mask)
+    agree = agree.bool()
+    n_tok = m.sum(1).to(torch.float64)                                           # (B,)
+    pos_tok, neg_tok = m & agree[:, None], m & ~agree[:, None]                   # (B, T)
+    first = torch.zeros_like(m)
+    has = m.any(1)
+    first[has, m[has].to(torch.int8).argmax(1)] = True                           # first valid token
+    first &= agree[:, None]
+
+    def mean(x: torch.Tensor, sel: torch.Tensor) -> float:
+        return float((x.to(torch.float64) * sel).sum() / sel.sum().clamp(min=1))
+
+    row_kl = (kl.to(torch.float64) * pos_tok).sum(1)                              # (B,)
+    first_kl = (kl.to(torch.float64) * first).sum(1)                              # (B,)
+    shares = [float(f / r) for f, r, a in zip(first_kl, row_kl, agree) if a and r > 0]
+    n_pos, n_neg = int(agree.sum()), int((~agree).sum())
+    return {"ttpo/agree_tokens": float(n_tok[agree].sum() / max(n_pos, 1)),
+            "ttpo/disagree_tokens": float(n_tok[~agree].sum() / max(n_neg, 1)),
+            "ttpo/agree_weight": mean(weights, pos_tok),
+            "ttpo/agree_kl": mean(kl, pos_tok),
+            "ttpo/agree_kl_first": mean(kl, first),
+            "ttpo/agree_kl_first_share": sum(shares) / len(shares) if shares else 0.0,
+            "ttpo/disagree_kept": float((neg_kept & m).sum() / max(n_neg, 1)),
+            "ttpo/entropy": mean(entropy, m)}
 
 
 __getattr__ = renamed_in_0_2(__name__, {"TTPOConfig": "TTPOLossConfig"}, globals())

@@ -9,6 +9,7 @@ from deciplane.errors import ConfigError
 from deciplane.objectives import (TTPOLossConfig, confident_error_scores, median_mask,
                                   negative_branch_loss, normalized_entropy, opsd_loss,
                                   ttpo_loss, ttpo_token_weights)
+from deciplane.objectives.ttpo import branch_metrics
 
 T = torch.tensor
 FULL = torch.ones(1, 4, dtype=torch.bool)
@@ -95,6 +96,28 @@ def test_ttpo_loss_hand_computed():
     assert float(kl.grad[1].abs().sum()) == 0.0       # disagree rows get no distillation
     assert float(logp.grad[0].abs().sum()) == 0.0     # agree rows get no L_N
     assert float(kl.grad[0, 0]) == 0.0 and float(kl.grad[0, 3]) == pytest.approx(1 / 8)
+
+
+def test_branch_metrics_hand_computed():
+    # row 0 agree, left-padded: valid tokens 1..3 (KL .6, .2, .2; w .5, 1, 0)
+    # row 1 agree, all valid (KL 1, 0, 0, 0; w 1, 0, 0, 0); row 2 disagree, 2 valid, 1 kept
+    mask = T([[False, True, True, True], [True] * 4, [False, False, True, True]])
+    kl = T([[9.0, 0.6, 0.2, 0.2], [1.0, 0.0, 0.0, 0.0], [9.0, 9.0, 9.0, 9.0]])
+    w = T([[9.0, 0.5, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    ent = T([[9.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], [9.0, 9.0, 3.0, 3.0]])
+    kept = T([[False] * 4, [False] * 4, [False, False, True, False]])
+    m = branch_metrics(kl, w, ent, mask, T([True, True, False]), kept)
+    assert m["ttpo/agree_tokens"] == pytest.approx(3.5)           # (3 + 4) / 2 rows
+    assert m["ttpo/disagree_tokens"] == pytest.approx(2.0)
+    assert m["ttpo/agree_weight"] == pytest.approx(2.5 / 7)       # padding never counts
+    assert m["ttpo/agree_kl"] == pytest.approx(2.0 / 7)
+    assert m["ttpo/agree_kl_first"] == pytest.approx((0.6 + 1.0) / 2)
+    assert m["ttpo/agree_kl_first_share"] == pytest.approx((0.6 + 1.0) / 2)
+    assert m["ttpo/disagree_kept"] == pytest.approx(1.0)
+    assert m["ttpo/entropy"] == pytest.approx((3 + 8 + 6) / 9)
+    # no disagree rows: its means are 0, not NaN
+    m = branch_metrics(kl[:2], w[:2], ent[:2], mask[:2], T([True, True]), kept[:2])
+    assert m["ttpo/disagree_tokens"] == 0.0 and m["ttpo/disagree_kept"] == 0.0
 
 
 def test_config_validation():
