@@ -68,3 +68,27 @@ def test_agree_branch_kl_carries_gradient_to_the_student_only():
     agree_branch_kl(student, teacher, rows=[0], lengths=[2]).sum().backward()
     assert student.grad is not None and student.grad.abs().sum() > 0
     assert teacher.grad is None
+
+
+def test_branch_switch_trains_one_branch_and_logs_its_metrics():
+    """`branches` (an ablation switch): `agree` keeps only agree rows, `disagree` only
+    disagree rows; every step logs the branch metrics."""
+    torch.manual_seed(0)
+    tasks = [UnlabeledTask(id=str(i), prompt=f"what is {i} + 1?") for i in range(4)]
+    seen = {}
+    for branches in ("both", "agree", "disagree"):
+        policy = load_policy("deciplane/tiny", seed=0)
+        ad = TTPO(policy, TTPOConfig(votes=4, train_samples=4, max_new_tokens=6, max_steps=2,
+                                     prompts_per_step=2, guard=False, branches=branches))
+        ad.run(tasks)
+        hist = [h for h in ad.records.history if h.get("update/skipped") == 0.0]
+        seen[branches] = hist
+        for h in ad.records.history:
+            assert 0.0 < h["ttpo/majority_share"] <= 1.0
+        if branches == "agree":
+            assert all(h["ttpo/disagree_rows"] == 0 for h in ad.records.history)
+        if branches == "disagree":
+            assert all(h["ttpo/agree_rows"] == 0 for h in ad.records.history)
+    trained = [h for hs in seen.values() for h in hs]
+    assert trained, "no step trained: the test says nothing"
+    assert all("ttpo/agree_weight" in h and "ttpo/entropy" in h for h in trained)
