@@ -5,7 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.deciplane-installed
 CONFIG ?= configs/quickstart_twx.yaml
 
-.PHONY: install system-deps demo test test-fast clean
+VF_VENV ?= .venv-verifiers
+VF_BIN  := $(VF_VENV)/bin
+VF_STAMP := $(VF_VENV)/.deciplane-installed
+
+.PHONY: install system-deps demo test test-fast verifiers-env clean
 
 install: system-deps $(STAMP)
 
@@ -39,6 +43,22 @@ $(STAMP): pyproject.toml
 	-$(BIN)/python -m deciplane.envs.sandbox.launcher
 	touch $(STAMP)
 
+# verifiers 0.4 in a virtualenv of its own: it pins mcp==2.0.0, and the interop extra's
+# openenv 0.10 needs mcp 1.x, so the two cannot share .venv. CPU torch first (as above),
+# then deciplane itself (no extras), verifiers and uv (verifiers prepares its chat harness
+# program with `uv sync --script`, which fetches that program's packages from PyPI once).
+# tests/interop/test_verifiers.py runs its episodes with $(VF_BIN)/python, and skips
+# without it. `make test` does not build it; .ci/run does.
+verifiers-env: system-deps $(VF_STAMP)
+
+$(VF_STAMP): pyproject.toml
+	$(PY) -m venv $(VF_VENV)
+	$(VF_BIN)/pip install -q --upgrade pip
+	$(VF_BIN)/pip install -q torch==2.13.0 \
+	  || $(VF_BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(VF_BIN)/pip install -q -e . 'verifiers==0.4.*' 'uv==0.13.*'
+	touch $(VF_STAMP)
+
 # The main job: RLiD-PPO (decision-plane menu agent) on TextWorld-Express (twc) with
 # SmolLM2-135M + LoRA: zero-shot, BC-only and RL on the same 50 held-out test games, then
 # PNG curves + report.md. The config's max_wall_time_s (29 min) bounds the whole run.
@@ -53,4 +73,4 @@ test-fast: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VF_VENV) build *.egg-info

@@ -7,7 +7,11 @@
 * :mod:`deciplane.interop.skyrl` — a ``skyrl_gym`` ``BaseTextEnv`` over any deciplane env.
 * :mod:`deciplane.interop.trl` — any deciplane env as a TRL ``GRPOTrainer``
   ``environment_factory``, and tool-calling chat templates for the built-in models.
+* :mod:`deciplane.interop.verifiers` — any deciplane env as a verifiers 0.4 (v1) ``Taskset``
+  + ``Env``, loaded by verifiers as the package ``deciplane-verifiers``
+  (``deciplane_verifiers``).
 
-Each needs the optional extra ``pip install 'deciplane[interop]'``; nothing here is
-imported by the rest of deciplane.
+The first three need the optional extra ``pip install 'deciplane[interop]'``; verifiers
+needs a venv of its own (``make verifiers-env``: it pins ``mcp==2.0.0``, which the extra's
+OpenEnv refuses). Nothing here is imported by the rest of deciplane.
 """
