@@ -24,10 +24,14 @@ VF_PYTHON = Path(os.environ.get("DECIPLANE_VERIFIERS_PYTHON",
                                 ROOT / ".venv-verifiers" / "bin" / "python"))
 SCRIPT = Path(__file__).with_name("verifiers_episode.py")
 
+# `make verifiers-env` writes its stamp only once everything installed: a half-built venv skips
+VF_READY = VF_PYTHON.exists() and ("DECIPLANE_VERIFIERS_PYTHON" in os.environ
+                                   or (ROOT / ".venv-verifiers" / ".deciplane-installed").exists())
+
 pytestmark = [
-    pytest.mark.skipif(not VF_PYTHON.exists(),
-                       reason=f"verifiers 0.4 needs its own venv ({VF_PYTHON} is absent): "
-                              "run `make verifiers-env`"),
+    pytest.mark.skipif(not VF_READY,
+                       reason=f"verifiers 0.4 needs its own venv ({VF_PYTHON} absent or not fully "
+                              "installed): run `make verifiers-env`"),
     pytest.mark.skipif(shutil.which("java") is None
                        or importlib.util.find_spec("textworld_express") is None,
                        reason="TextWorld-Express needs java and textworld-express"),
