@@ -1,6 +1,9 @@
 """Upper-bound probe: does a memory of bad actions + a longer cap make the BC head win?"""
+# Run from the repository root: python benchmarks/results/learnability_tabu_probe.py
+# (writes /tmp/s25/; the committed learnability_tabu_probe.json is its output).
 import json, sys, time, os
-sys.path.insert(0, "/work/main/benchmarks")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/
 import torch
 torch.set_num_threads(1)
 import learnability as L
@@ -46,4 +49,5 @@ ap_args = ["--fold", "valid", "--configs", "state:items@18:0", "--train-episodes
            "--eval-episodes", "30", "--success-games", "30", "--variant", "tabu-probe",
            "--out", "/tmp/s25/learn.json"]
 L.main(ap_args)
+os.makedirs("/tmp/s25", exist_ok=True)
 json.dump(RESULTS, open("/tmp/s25/tabu.json", "w"), indent=1)

@@ -74,8 +74,6 @@ class TTPOConfig(AdaptConfig):
         if not 1 <= self.train_samples <= self.votes:
             raise ConfigError(f"TTPOConfig.train_samples = {self.train_samples} must be in "
                               f"[1, votes={self.votes}]")
-        if self.branches not in ("both", "agree", "disagree"):
-            raise ConfigError(f"TTPOConfig.branches = {self.branches!r}: choose both, agree or disagree")
         if "{answer}" not in self.hint_template:
             raise ConfigError("TTPOConfig.hint_template must contain '{answer}' (where the "
                               "majority answer goes), e.g. 'answer: {answer}'")
@@ -130,7 +128,6 @@ class TTPO(BaseAdapter):
         teacher_prompts: list[torch.Tensor | None] = []
         n_valid = 0
         last_majority = self.records.last_labels()   # before this step's votes are recorded
-        majority_shares: list[float] = []
         revisits: list[float] = []
         for task, group in zip(tasks, groups):
             answers = extract([tr.turns[0].action for tr in group])
@@ -145,7 +142,6 @@ class TTPO(BaseAdapter):
                          step, task.id, [v.answer, *v.tied], v.answer)
             adv = grpo_advantages(torch.tensor(rewards), group_ids_from_keys([0] * len(rewards)))
             hint_ids = self.policy.tokenize(self.format(task, cfg.hint_template.format(answer=v.answer)))
-            majority_shares.append(sum(agree) / len(agree))
             if last_majority.get(task.id) is not None:
                 revisits.append(float(last_majority[task.id] == v.answer))
             for i in balanced_selection(agree, cfg.train_samples):
@@ -158,8 +154,6 @@ class TTPO(BaseAdapter):
         metrics = {"vote/valid_prompts": float(n_valid), "vote/prompts": float(len(tasks)),
                    "ttpo/agree_rows": float(sum(agree_rows)),
                    "ttpo/disagree_rows": float(len(rows) - sum(agree_rows))}
-        if majority_shares:   # the share of a prompt's samples in its majority cluster
-            metrics["ttpo/majority_share"] = sum(majority_shares) / len(majority_shares)
         if revisits:          # a prompt seen again (epochs > 1): is its majority unchanged?
             metrics["ttpo/same_majority_as_last_visit"] = sum(revisits) / len(revisits)
         # nothing to learn: no rows, or only disagree rows whose advantage is 0

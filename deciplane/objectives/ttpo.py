@@ -34,7 +34,7 @@ import torch
 from deciplane.errors import ObjectiveInputError
 
 from .common import (renamed_in_0_2, as_bool_mask, check_dim, check_range, check_same_shape,
-                     masked_minmax_normalize, masked_quantile, masked_sum)
+                     masked_mean, masked_minmax_normalize, masked_quantile, masked_sum)
 from .policy_loss import LossOutput
 
 
@@ -203,34 +203,30 @@ def branch_metrics(kl: torch.Tensor, weights: torch.Tensor, entropy: torch.Tenso
     * ``ttpo/agree_kl_first``: the KL at each agree row's first response token, and
       ``ttpo/agree_kl_first_share`` its share of the row's summed KL — where the teacher,
       told the answer, would rather state it at once than reason (the diagnosis of TTPO's
-      collapse, docs/methods.md §5.2);
+      collapse: docs/methods.md §5.2);
     * ``ttpo/disagree_kept``: tokens per disagree row the confident-error mask keeps;
     * ``ttpo/entropy``: mean student entropy (nats) over all valid tokens.
     """
     m = as_bool_mask(mask)
     agree = agree.bool()
     n_tok = m.sum(1).to(torch.float64)                                           # (B,)
-    pos_tok, neg_tok = m & agree[:, None], m & ~agree[:, None]                   # (B, T)
+    pos_tok = m & agree[:, None]                                                 # (B, T)
     first = torch.zeros_like(m)
     has = m.any(1)
     first[has, m[has].to(torch.int8).argmax(1)] = True                           # first valid token
     first &= agree[:, None]
-
-    def mean(x: torch.Tensor, sel: torch.Tensor) -> float:
-        return float((x.to(torch.float64) * sel).sum() / sel.sum().clamp(min=1))
-
-    row_kl = (kl.to(torch.float64) * pos_tok).sum(1)                              # (B,)
-    first_kl = (kl.to(torch.float64) * first).sum(1)                              # (B,)
+    kl = kl.to(torch.float64)
+    row_kl, first_kl = masked_sum(kl, pos_tok, dim=1), masked_sum(kl, first, dim=1)   # (B,)
     shares = [float(f / r) for f, r, a in zip(first_kl, row_kl, agree) if a and r > 0]
     n_pos, n_neg = int(agree.sum()), int((~agree).sum())
     return {"ttpo/agree_tokens": float(n_tok[agree].sum() / max(n_pos, 1)),
             "ttpo/disagree_tokens": float(n_tok[~agree].sum() / max(n_neg, 1)),
-            "ttpo/agree_weight": mean(weights, pos_tok),
-            "ttpo/agree_kl": mean(kl, pos_tok),
-            "ttpo/agree_kl_first": mean(kl, first),
+            "ttpo/agree_weight": float(masked_mean(weights.to(torch.float64), pos_tok)),
+            "ttpo/agree_kl": float(masked_mean(kl, pos_tok)),
+            "ttpo/agree_kl_first": float(masked_mean(kl, first)),
             "ttpo/agree_kl_first_share": sum(shares) / len(shares) if shares else 0.0,
             "ttpo/disagree_kept": float((neg_kept & m).sum() / max(n_neg, 1)),
-            "ttpo/entropy": mean(entropy, m)}
+            "ttpo/entropy": float(masked_mean(entropy.to(torch.float64), m))}
 
 
 __getattr__ = renamed_in_0_2(__name__, {"TTPOConfig": "TTPOLossConfig"}, globals())

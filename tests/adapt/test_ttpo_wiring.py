@@ -84,7 +84,7 @@ def test_branch_switch_trains_one_branch_and_logs_its_metrics():
         hist = [h for h in ad.records.history if h.get("update/skipped") == 0.0]
         seen[branches] = hist
         for h in ad.records.history:
-            assert 0.0 < h["ttpo/majority_share"] <= 1.0
+            assert 0.0 < h["signal/agreement"] <= 1.0   # the shared step signal (adapt.guard)
         if branches == "agree":
             assert all(h["ttpo/disagree_rows"] == 0 for h in ad.records.history)
         if branches == "disagree":
