@@ -61,11 +61,14 @@ class TTPOConfig(AdaptConfig):
     """Teacher of the agree branch: the current policy (no grad) or the frozen initial policy (LoRA adapters off)."""
     hint_template: str = "answer: {answer}"
     """What the teacher sees appended to the prompt ([x; "answer: a_hat"])."""
+    support_top_p: float | None = 0.9
+    """Agree branch (ours; `null` = the paper's full-vocabulary KL): the teacher is restricted to the student's own top-p tokens at each position and renormalised, so the hint can reweight what the student would say but not make it open with the answer (docs/methods.md §5.2)."""
     branches: Literal["both", "agree", "disagree"] = "both"
     """Which branches train (an ablation switch, ours): `agree` = self-distillation only, `disagree` = the RL on confident errors only; `both` is TTPO."""
 
     PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 8, "lam": 0.1,
-                                       "entropy_clip_quantile": 0.98, "teacher": "current"}
+                                       "entropy_clip_quantile": 0.98, "teacher": "current",
+                                       "support_top_p": None}
 
     def validate(self) -> None:
         super().validate()
@@ -78,6 +81,9 @@ class TTPOConfig(AdaptConfig):
             raise ConfigError("TTPOConfig.hint_template must contain '{answer}' (where the "
                               "majority answer goes), e.g. 'answer: {answer}'")
         TTPOLossConfig(lam=self.lam, entropy_clip_quantile=self.entropy_clip_quantile)
+        if self.support_top_p is not None and not 0 < self.support_top_p <= 1:
+            raise ConfigError(f"TTPOConfig.support_top_p = {self.support_top_p} must be in "
+                              "(0, 1], or null for the full-vocabulary KL")
 
 
 def balanced_selection(agree: Sequence[bool], k: int) -> list[int]:
@@ -196,7 +202,8 @@ class TTPO(BaseAdapter):
                     q = self._teacher_logp([teacher_prompts[mb[j]] for j in pos],
                                            [resps[j] for j in pos])                 # (P, Rp, V)
                 kl = agree_branch_kl(fwd.full_logp, q, pos,
-                                     [int(r.numel()) for r in resps])               # (B, R)
+                                     [int(r.numel()) for r in resps],
+                                     support_top_p=cfg.support_top_p)               # (B, R)
             adv = torch.tensor([adv_rows[i] for i in mb], dtype=torch.float32, device=dev)
             # ttpo_loss is a mean over the micro-batch's rows
             out = ttpo_loss(self.loss_cfg, kl, fwd.entropy.detach(), fwd.logp, fwd.mask, agree, adv)

@@ -112,14 +112,42 @@ def negative_branch_loss(logp: torch.Tensor, advantages: torch.Tensor,
     return -(a / _valid_counts(mask)) * masked_sum(logp, sel, dim=1)            # (B,)
 
 
+def top_p_support(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Bool mask ``(..., V)`` of the smallest set of tokens whose probability under
+    ``logp`` (log-probs, last dim the vocabulary) reaches ``top_p`` (nucleus sampling's
+    set; the most likely token is always in it). Example: probs ``[0.5, 0.3, 0.2]``,
+    ``top_p=0.7`` -> ``[True, True, False]``."""
+    probs = logp.detach().exp()
+    sorted_p, order = probs.sort(-1, descending=True)
+    before = sorted_p.cumsum(-1) - sorted_p            # mass of the tokens ranked above
+    keep_sorted = before < top_p
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def restrict_teacher(teacher_logp: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """The teacher's log-probs renormalised over ``support`` (-inf outside it): ``(..., V)``.
+    Example: teacher probs ``[0.6, 0.3, 0.1]``, support ``[False, True, True]`` ->
+    ``[0, 0.75, 0.25]``."""
+    masked = teacher_logp.masked_fill(~support, float("-inf"))
+    return masked - torch.logsumexp(masked, dim=-1, keepdim=True)
+
+
 def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | None,
-                    rows: Sequence[int], lengths: Sequence[int]) -> torch.Tensor:
+                    rows: Sequence[int], lengths: Sequence[int],
+                    support_top_p: float | None = None) -> torch.Tensor:
     """Per-token ``KL(q_t || p_t)`` on the agree rows, 0 elsewhere: ``(B, R)``.
 
     ``student_logp (B, R, V)``: log-softmax of the student ``pi_theta(.|x, y_<t)`` (with
     grad), responses right-aligned; ``teacher_logp (P, Rp, V)``: the teacher
     ``pi(.|[x; "answer: a_hat"], y_<t)`` for ``rows`` (the agree rows of the micro-batch,
     in order), also right-aligned; ``lengths[j]`` = response length of row ``j``.
+
+    ``support_top_p`` (ours; ``None`` = the paper's full-vocabulary KL): the teacher is
+    first restricted to the student's own top-p set at each token
+    (:func:`top_p_support`, :func:`restrict_teacher`), so the teacher can reweight what the
+    student would say but not pull in tokens it would not — told the answer, the teacher
+    wants to state it at the first token, which taught the student to answer with a
+    bare number (docs/methods.md §5.2).
     """
     b, width, _ = student_logp.shape
     kl = student_logp.new_zeros((b, width))                                      # (B, R)
@@ -129,6 +157,8 @@ def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | Non
         r = int(lengths[j])
         q = teacher_logp[k, teacher_logp.shape[1] - r:].detach()                 # (r, V)
         p = student_logp[j, width - r:]                                          # (r, V)
+        if support_top_p is not None:   # -inf outside the support -> a 0 term, not 0 * inf
+            q = restrict_teacher(q, top_p_support(p, support_top_p)).clamp(min=torch.finfo(q.dtype).min)
         kl_j = (q.exp() * (q - p)).sum(-1)                                       # (r,)
         rows_idx = torch.full((r,), j, device=kl.device)
         kl = kl.index_put((rows_idx, torch.arange(width - r, width, device=kl.device)), kl_j)

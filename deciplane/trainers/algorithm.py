@@ -108,6 +108,10 @@ class Algorithm(abc.ABC):
     """Set by the trainer: pass it as ``run_bc_epochs(on_epoch=...)`` in :meth:`warm_start`
     (progress lines, and the time plan may stop the warm start after an epoch)."""
 
+    warm_start_fits: Callable[[float], bool] | None = None
+    """Set by the trainer: ``warm_start_fits(seconds)`` says whether a piece of the warm
+    start that long still ends within its share of the time plan."""
+
     def __init__(self, config: TrainConfig, policy: Any) -> None:
         self.config = config
         self.policy = policy

@@ -191,7 +191,15 @@ class BCConfig:
     noise: float = 0.0
     """Probability that a step of an expert episode plays a uniformly random legal action instead of the expert's (the label stays the expert's): the data then holds the expert's recoveries from mistakes (DART-style). Needs an expert with an action in every state (TextWorld-Express twc's replanning expert, TextWorld's planner); with a gold path only, states off it are played at random and left out of the data."""
 
+    dagger_rounds: int = 0
+    """Rounds of DAgger after behaviour cloning (Ross et al., 2011): the agent itself (sampled, at the run's temperature) plays `dagger_episodes` training episodes, the env expert labels every state it visited, and the agent is fitted again (the same epochs, lr and early stopping) on all expert-labelled states so far — its own mistakes included, so it learns to recover from the states its errors lead to. Needs an expert with an action in every state (TextWorld-Express twc's replanning expert, TextWorld's planner). The time plan starts a round only if it fits in the warm start's share."""
+    dagger_episodes: int = 16
+    """Episodes the agent plays per DAgger round."""
+
     def check(self, prefix: str = "") -> None:
+        if self.dagger_rounds < 0 or self.dagger_episodes < 1:
+            raise ConfigError(f"{prefix}dagger_rounds must be >= 0 and dagger_episodes >= 1, "
+                              f"got {self.dagger_rounds} and {self.dagger_episodes}")
         if not 0.0 <= self.noise < 1.0:
             raise ConfigError(f"{prefix}noise = {self.noise} must be in [0, 1)")
         if not 0.0 <= self.valid_fraction < 1.0:

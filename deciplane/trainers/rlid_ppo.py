@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -276,7 +277,8 @@ class MenuPPO(Algorithm):
         return policy_distill_loss(lp, t_lp.float(), mask), {}
 
     def warm_start(self, optimizer: Optimizer) -> dict[str, Any] | None:
-        """Behaviour cloning on expert episodes (the env's expert actions), if configured."""
+        """Behaviour cloning on expert episodes (the env's expert actions), if configured,
+        then ``bc.dagger_rounds`` rounds of DAgger (:meth:`_dagger_round`)."""
         c = self.config
         if c.bc.episodes <= 0:
             return None
@@ -294,26 +296,33 @@ class MenuPPO(Algorithm):
         held_targets = [t.expert_index for turns in held for t in turns]
         params = [p for g in optimizer.param_groups for p in g["params"]]
 
-        def loss_fn(part: list[int]) -> torch.Tensor:
-            lp, _ = pad_menu_log_probs(self.agent.menu_log_probs([decs[i] for i in part]))
-            loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
-            return loss / max(n, 1)
+        def fit_all(fit_seed: int) -> tuple[list[float], list[dict[str, float]], list[float]]:
+            """Epochs over every labelled state so far (early stopping on the held-out
+            expert episodes): ``(losses, curve, held-out agreement per curve row)``."""
 
-        def validate() -> float:
-            """Minus the mean NLL of the expert's choices on the held-out episodes."""
-            nll, agree = expert_fit(self.agent, held_decs, held_targets,
-                                    c.optim.micro_batch_size)
-            scores.append(agree)
-            return -nll
+            def loss_fn(part: list[int]) -> torch.Tensor:
+                lp, _ = pad_menu_log_probs(self.agent.menu_log_probs([decs[i] for i in part]))
+                loss, n = expert_distill_loss(lp.float(), [targets[i] for i in part])
+                return loss / max(n, 1)
 
-        scores: list[float] = []
-        curve: list[dict[str, float]] = []
-        losses = run_bc_epochs(len(decs), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
-                               micro_batch_size=c.optim.micro_batch_size,
-                               max_grad_norm=c.optim.max_grad_norm, seed=seed,
-                               on_epoch=self.on_bc_epoch,
-                               validate=validate if held_decs else None,
-                               patience=c.bc.patience, curve=curve)
+            def validate() -> float:
+                """Minus the mean NLL of the expert's choices on the held-out episodes."""
+                nll, agree = expert_fit(self.agent, held_decs, held_targets,
+                                        c.optim.micro_batch_size)
+                scores.append(agree)
+                return -nll
+
+            scores: list[float] = []
+            curve: list[dict[str, float]] = []
+            losses = run_bc_epochs(len(decs), loss_fn, params, lr=c.bc.lr, epochs=c.bc.epochs,
+                                   micro_batch_size=c.optim.micro_batch_size,
+                                   max_grad_norm=c.optim.max_grad_norm, seed=fit_seed,
+                                   on_epoch=self.on_bc_epoch,
+                                   validate=validate if held_decs else None,
+                                   patience=c.bc.patience, curve=curve)
+            return losses, curve, scores
+
+        losses, curve, scores = fit_all(seed)
         out = {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
                "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
                "final_loss": losses[-1] if losses else None}
@@ -324,7 +333,52 @@ class MenuPPO(Algorithm):
             out.update(valid_episodes=len(held), valid_decisions=len(held_decs),
                        valid_curve=curve, best_epoch=int(best["epoch"]),
                        valid_agreement=best["valid_agreement"])
+        rounds: list[dict[str, Any]] = []
+        last_s = 0.0
+        for r in range(c.bc.dagger_rounds):
+            if self.warm_start_fits is not None and not self.warm_start_fits(last_s):
+                break
+            t0 = time.perf_counter()
+            new_decs, new_targets, row = self._dagger_round(iteration_seed(c.seed, r, "dagger"))
+            decs += new_decs
+            targets += new_targets
+            out["env_steps"] += row.pop("env_steps")
+            _, curve, scores = fit_all(iteration_seed(c.seed, r, "dagger_fit"))
+            if held_decs and curve:
+                best = max(range(len(curve)), key=lambda i: curve[i]["valid"])
+                row.update(best_epoch=int(curve[best]["epoch"]), valid_agreement=scores[best])
+            row["decisions_total"] = len(decs)
+            rounds.append(row)
+            last_s = time.perf_counter() - t0
+        if c.bc.dagger_rounds:
+            out["dagger"] = rounds
+            out["kind"] += f", then {len(rounds)} DAgger rounds"
+            if rounds and "valid_agreement" in rounds[-1]:
+                out["valid_agreement"] = rounds[-1]["valid_agreement"]
         return out
+
+    def _dagger_round(self, seed: int) -> tuple[list[Decision], list[int], dict[str, Any]]:
+        """One DAgger round: the agent (sampled) plays ``bc.dagger_episodes`` training
+        episodes; every visited state the expert has an action for becomes a labelled
+        decision. Returns ``(decisions, expert actions, round metrics)``."""
+        c = self.config
+        trajs: list[Trajectory] = []
+        steps = 0
+        self.policy.model.eval()
+        while len(trajs) < c.bc.dagger_episodes:
+            vec, seeds = self.suite.train_batch(seed + len(trajs), episodes="rollout")
+            with torch.no_grad():
+                part, st = collect_menu_episodes(self.agent, vec, seeds, 1,
+                                                 c.env.max_episode_steps, seed + len(trajs))
+            trajs += part[:c.bc.dagger_episodes - len(trajs)]
+            steps += st.env_steps
+        self.policy.model.train()
+        turns = [t for tr in trajs for t in tr.turns if t.expert_index is not None]
+        agree = [int(t.decision.index == t.expert_index) for t in turns]
+        return ([t.decision for t in turns], [int(t.expert_index) for t in turns],
+                {"episodes": len(trajs), "won": sum(int(tr.won) for tr in trajs),
+                 "states": len(turns), "env_steps": steps,
+                 "on_policy_agreement": float(np.mean(agree)) if agree else 0.0})
 
     def eval_spec(self, kind: str) -> tuple[Any, Any]:
         """``(agent, episode collector)`` of an evaluation: ``trained`` (the run's greedy

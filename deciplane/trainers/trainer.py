@@ -271,6 +271,8 @@ class Trainer:
             return go
 
         self.algo.on_bc_epoch = on_bc_epoch
+        self.algo.warm_start_fits = lambda seconds: distributed.agree(
+            continue_epochs(time.perf_counter(), ws.get("deadline"), seconds))
 
     def _final_eval_reserve(self) -> float:
         """Seconds kept for the final evaluation: the longest evaluation so far."""

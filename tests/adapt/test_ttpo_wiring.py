@@ -11,6 +11,7 @@ import torch
 
 from deciplane.adapt import TTPO, TTPOConfig
 from deciplane.adapt.ttpo import agree_branch_kl, balanced_selection, split_agree
+from deciplane.objectives.ttpo import restrict_teacher, top_p_support
 from deciplane.agents import load_policy
 from deciplane.objectives import ttpo_token_weights
 from deciplane.types import UnlabeledTask
@@ -60,6 +61,28 @@ def test_agree_branch_kl_hand_computed():
     w = ttpo_token_weights(torch.ones(2, 3), kl, mask)
     assert torch.allclose(w, torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
     assert agree_branch_kl(student, None, rows=[], lengths=[3, 2]).abs().sum() == 0
+
+
+def test_support_restriction_hand_computed():
+    """support_top_p: the teacher renormalised over the student's top-p tokens."""
+    log = lambda *p: torch.log(torch.tensor(p))          # noqa: E731
+    assert top_p_support(log(0.5, 0.3, 0.2), 0.7).tolist() == [True, True, False]
+    assert top_p_support(log(0.2, 0.5, 0.3), 0.4).tolist() == [False, True, False]
+    q = restrict_teacher(log(0.6, 0.3, 0.1), torch.tensor([False, True, True])).exp()
+    assert torch.allclose(q, torch.tensor([0.0, 0.75, 0.25]), atol=1e-6)
+    # one agree row, one token: student (0.2, 0.5, 0.3), teacher (0.6, 0.3, 0.1); top-p 0.8
+    # keeps the student's tokens 1 and 2 -> teacher (0, 0.75, 0.25) on them
+    student = log(0.2, 0.5, 0.3).view(1, 1, 3)
+    teacher = log(0.6, 0.3, 0.1).view(1, 1, 3)
+    kl = agree_branch_kl(student, teacher, rows=[0], lengths=[1], support_top_p=0.8)
+    expected = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.3)
+    assert abs(float(kl[0, 0]) - expected) < 1e-6
+    full = agree_branch_kl(student, teacher, rows=[0], lengths=[1])
+    assert abs(float(full[0, 0]) - (0.6 * math.log(3) + 0.3 * math.log(0.6)
+                                     + 0.1 * math.log(1 / 3))) < 1e-6
+    s = student.clone().requires_grad_(True)                 # finite gradients off the support
+    agree_branch_kl(s, teacher, rows=[0], lengths=[1], support_top_p=0.8).sum().backward()
+    assert torch.isfinite(s.grad).all() and float(s.grad[0, 0, 0]) == 0.0
 
 
 def test_agree_branch_kl_carries_gradient_to_the_student_only():

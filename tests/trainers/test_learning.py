@@ -68,6 +68,8 @@ def test_bc_config_checks():
 
     with pytest.raises(ConfigError, match="valid_fraction"):
         load_config(data={"algorithm": "rlid_ppo", "bc": {"valid_fraction": 1.0}})
+    with pytest.raises(ConfigError, match="dagger_rounds"):
+        load_config(data={"algorithm": "rlid_ppo", "bc": {"dagger_rounds": -1}})
     with pytest.raises(ConfigError, match="readout"):
         load_config(data={"algorithm": "rlid_ppo", "readout": "letters"})
 
@@ -91,7 +93,10 @@ def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_d
                       "lora_alpha": 8, "lora_last_layers": 1, "threads": 1},
             "env": {"kwargs": {"observation": "state"}, "games_per_iteration": 2,
                     "group_size": 2, "max_episode_steps": 4},
-            "bc": {"episodes": 4, "epochs": 3, "lr": 1e-2, "valid_fraction": 0.25, "patience": 2},
+            "bc": {"episodes": 4, "epochs": 3, "lr": 1e-2, "valid_fraction": 0.25, "patience": 2,
+                   # the head-only run also does a round of DAgger (the planner labels the
+                   # states the agent visits)
+                   "dagger_rounds": int(finetune == "head"), "dagger_episodes": 2},
             "optim": {"lr": 1e-3, "micro_batch_size": 4, "epochs": 1},
             "eval": {"every": 1, "during_split": "test", "during_episodes": 2,
                      "final_splits": ["test"], "zero_shot_labels": layer is None}}
@@ -110,6 +115,14 @@ def test_items_readout_run_learns_on_the_state_view_and_evaluates_from_its_run_d
     assert ws["valid_episodes"] == 1 and ws["episodes"] == 4
     assert ws["valid_curve"][0]["epoch"] == 0 and 0 <= ws["best_epoch"] <= 3
     assert 0.0 <= ws["valid_agreement"] <= 1.0
+    if finetune == "head":
+        (row,) = ws["dagger"]
+        assert row["episodes"] == 2 and row["states"] >= 2
+        assert row["decisions_total"] == ws["decisions"] + row["states"]
+        assert 0.0 <= row["on_policy_agreement"] <= 1.0 and "valid_agreement" in row
+        assert ws["kind"].endswith("then 1 DAgger rounds")
+    else:
+        assert "dagger" not in ws
     recs = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert all(0.0 <= r["rollout/groups_with_signal"] <= 1.0 for r in recs[1:])
     assert summary["eval"]["test"]["episodes"] == 6
