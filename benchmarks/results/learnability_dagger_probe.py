@@ -25,22 +25,43 @@ from deciplane.trainers.rlid_ppo import expert_fit, pad_menu_log_probs  # noqa: 
 from deciplane.trainers.warm_start import run_bc_epochs  # noqa: E402
 
 
-def play(args, agent, split, games, first, cap, greedy, label):
-    """Episodes on games ``first..first+games-1``; returns (won, decisions, targets)."""
+ANNOTATE = False
+
+
+def shown_menu(menu, last_reward: dict) -> list[str]:
+    """The menu as the agent sees it: with ``--annotate``, an entry played earlier in the
+    episode carries the reward it got the last time (the env steps by index, so the
+    commands themselves are unchanged)."""
+    if not ANNOTATE:
+        return list(menu)
+    return [a if a not in last_reward else f"{a} (last time: {last_reward[a]:+g})" for a in menu]
+
+
+def play(args, agent, split, games, first, cap, greedy, label, expert_plays=False):
+    """Episodes on games ``first..first+games-1``; returns (won, decisions, targets).
+    ``expert_plays``: the expert's action is played (BC data), else the agent's."""
     env = L.make_env(args, split, "state", expert=label, max_steps=cap)
     agent.greedy, agent.temperature = greedy, 1.0
     decs, targets, won = [], [], 0
     try:
         for g in range(first, first + games):
             obs, info = env.reset(seed=g, options={"game": g})
-            done = False
+            done, last_reward = False, {}
             while not done:
                 with torch.no_grad():
-                    d = agent.act([obs], [info["menu"]], [[]], seed=7919 * g + len(decs))[0]
+                    d = agent.act([obs], [shown_menu(info["menu"], last_reward)], [[]],
+                                  seed=7919 * g + len(decs))[0]
+                k = d.index
                 if label and info.get("expert_action") is not None:
                     decs.append(d)
                     targets.append(int(info["expert_action"]))
-                obs, _, term, trunc, info = env.step(d.index)
+                    if expert_plays:
+                        k = int(info["expert_action"])
+                elif expert_plays:
+                    break
+                played = info["menu"][k]
+                obs, reward, term, trunc, info = env.step(k)
+                last_reward[played] = round(float(reward), 3)
                 done = term or trunc
             won += int(info.get("won", False))
     finally:
@@ -90,6 +111,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-bc-eval", action="store_true",
                     help="no success evaluation right after BC (another run measures it)")
+    ap.add_argument("--annotate", action="store_true",
+                    help="menu entries played before in the episode show the reward they got")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     args = argparse.Namespace(game="twc", game_params="numLocations=2,numItemsToPutAway=2",
@@ -99,9 +122,10 @@ def main():
     out = {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M"), "rounds": []}
     t0 = time.time()
     policy, agent = L.build(args, "state", "items", 18, "0", a.seed)
-    train = L.expert_states(args, "train", "state", a.bc_episodes, 0)
-    decs = L.decide(agent, train)
-    targets = [s[3] for s in train]
+    global ANNOTATE
+    ANNOTATE = a.annotate
+    _, decs, targets = play(args, agent, "train", a.bc_episodes, 0, 10, True, True,
+                            expert_plays=True)
     order = list(range(len(decs)))
     random.Random(a.seed).shuffle(order)
     n_stop = max(1, len(order) // 7)
@@ -127,8 +151,11 @@ def main():
     for r in range(1, a.rounds + 1):
         won, d, t = play(args, agent, "train", a.round_episodes, first, 10, a.rollout == "greedy", True)
         first += a.round_episodes
-        decs += d
-        targets += t
+        n_new_stop = len(d) // 7          # the early-stopping slice grows with on-policy states
+        stop_d += d[:n_new_stop]
+        stop_t += t[:n_new_stop]
+        decs += d[n_new_stop:]
+        targets += t[n_new_stop:]
         agree = sum(int(x.index == y) for x, y in zip(d, t)) / max(1, len(d))
         print(f"round {r}: train won {won}/{a.round_episodes}, {len(d)} new states, "
               f"on-policy agreement {agree:.2f}", flush=True)
