@@ -53,7 +53,7 @@ class TTPOConfig(AdaptConfig):
     """K: responses sampled per prompt for the vote (paper: 64); named as TTRL's N."""
     train_samples: int = 4
     """K_train: samples per prompt trained on, balanced P/N when possible (paper: 8)."""
-    lam: float = 3.0
+    lam: float = 10.0
     """lambda, weight of the disagree-branch loss L_N (paper: 0.1; at 0.1 the agree branch's self-distillation outweighs the RL on confident errors and SmolLM2-135M collapsed, docs/methods.md §5.2)."""
     entropy_clip_quantile: float = 0.98
     """The student entropy is clipped at this per-sample quantile before normalisation (paper: 0.98)."""

@@ -56,7 +56,7 @@ def test_adapt_rejects_unknown_options(tmp_path):
 
 def test_adapt_options_lists_paper_values():
     res = CliRunner().invoke(app, ["adapt", "options", "ttpo"])
-    assert res.exit_code == 0 and "lam = 3.0  [paper: 0.1]" in res.output
+    assert res.exit_code == 0 and "lam = 10.0  [paper: 0.1]" in res.output
     assert "support_top_p = 0.9  [paper: None]" in res.output
     assert "votes = 8  [paper: 64]" in res.output and "teacher = " in res.output
 

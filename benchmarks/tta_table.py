@@ -1,0 +1,157 @@
+"""One table for the four test-time adapters: TTRL, TTPO and TASCO on ``products-1d``,
+Probe-ERPO on ``easy-funcs``, 3 seeds each, against greedy, sampled pass@1, the
+equal-budget majority vote (consensus selection for code) and best-of-N, with paired 95%
+intervals and the budget (samples, forward-token equivalents, optimizer steps, CPU-s).
+
+Resumable, run by run: each run is ``deciplane adapt METHOD --benchmark B --seed S
+--threads 1 --run-dir RUNS/B-METHOD-sS --baseline-cache RUNS/cache`` (the baselines are
+computed once per benchmark and seed and shared); a run whose ``summary.json`` exists is
+not run again. A finished run is copied to ``benchmarks/results/tta/`` with
+``NAME.meta.json`` (the command, the commit, a digest of the adapter code and the config):
+a later session reuses a committed run only if its code digest and config are those of
+the current code (else it runs again). ``--max-runs N`` stops after N new runs (a
+session's share); the table is rewritten after every run, partial or not, as
+``benchmarks/results/tta_table.md``. Run alone on the machine (CPU seconds are compared).
+
+    python benchmarks/tta_table.py --max-runs 3          # the next three missing runs
+    python benchmarks/tta_table.py --table-only          # rebuild the table from what exists
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import summarize_adapt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "benchmarks" / "results" / "tta"
+TABLE = ROOT / "benchmarks" / "results" / "tta_table.md"
+
+PLAN = [("ttrl", "products-1d"), ("ttpo", "products-1d"), ("tasco", "products-1d"),
+        ("probe-erpo", "easy-funcs")]
+"""(adapter, benchmark): each adapter on the benchmark it applies to, with its defaults."""
+
+CODE = ("adapt", "objectives", "engine", "agents", "envs/benchmarks")
+"""Sources (under the package) whose digest decides whether a committed run still holds."""
+
+
+def code_digest() -> str:
+    h = hashlib.blake2b(digest_size=12)
+    pkg = ROOT / "deciplane"
+    for part in CODE:
+        for f in sorted((pkg / part).rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def default_config(method: str) -> dict:
+    """The adapter's default options as its summary records them (``config``)."""
+    from deciplane.adapt.runner import ADAPTERS
+
+    cls = ADAPTERS[method].Config
+    return json.loads(json.dumps(dataclasses.asdict(cls()), default=str))
+
+
+def git_commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def committed_run(name: str, method: str, digest: str) -> dict | None:
+    """The committed summary of ``name`` if it was made by this code with these defaults."""
+    s, m = COMMITTED / f"{name}.summary.json", COMMITTED / f"{name}.meta.json"
+    if not (s.is_file() and m.is_file()):
+        return None
+    meta = json.loads(m.read_text())
+    if meta.get("code_digest") != digest or meta.get("config") != default_config(method):
+        return None
+    return json.loads(s.read_text())
+
+
+def run_one(method: str, bench: str, seed: int, runs: Path, threads: int) -> tuple[dict, list[str]]:
+    run_dir = runs / f"{bench}-{method}-s{seed}"
+    cmd = [sys.executable, "-m", "deciplane.cli", "adapt", method, "--benchmark", bench,
+           "--seed", str(seed), "--threads", str(threads), "--run-dir", str(run_dir),
+           "--baseline-cache", str(runs / "cache")]
+    if run_dir.exists() and not (run_dir / "summary.json").is_file():
+        cmd.append("--resume")          # a run cut off earlier goes on from its last step
+    print("running:", " ".join(cmd[2:]), flush=True)
+    subprocess.run(cmd, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    return json.loads((run_dir / "summary.json").read_text()), cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--only", default="", help="comma-separated adapters (default: all four)")
+    ap.add_argument("--runs", default="runs/tta", help="where the runs and the baseline cache go")
+    ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--table-only", action="store_true")
+    a = ap.parse_args(argv)
+    runs = Path(a.runs)
+    seeds = [int(s) for s in a.seeds.split(",")]
+    only = {m for m in a.only.split(",") if m}
+    digest = code_digest()
+    COMMITTED.mkdir(parents=True, exist_ok=True)
+    summaries: dict[str, list[dict]] = {}
+    new = 0
+    for method, bench in PLAN:
+        if only and method not in only:
+            continue
+        for seed in seeds:
+            name = f"{bench}-{method}-s{seed}"
+            s = committed_run(name, method, digest)
+            local = runs / name / "summary.json"
+            if s is None and local.is_file():
+                s = json.loads(local.read_text())
+                if s.get("config") != default_config(method):
+                    s = None                              # made with other options
+            if s is None and not a.table_only and (a.max_runs is None or new < a.max_runs):
+                load0 = os.getloadavg()
+                t0 = time.time()
+                s, cmd = run_one(method, bench, seed, runs, a.threads)
+                new += 1
+                shutil.copy(runs / name / "summary.json", COMMITTED / f"{name}.summary.json")
+                (COMMITTED / f"{name}.meta.json").write_text(json.dumps({
+                    "command": " ".join(["deciplane"] + cmd[3:]), "commit": git_commit(),
+                    "code_digest": digest, "config": default_config(method),
+                    "load_avg_before": load0, "load_avg_after": os.getloadavg(),
+                    "wall_s": round(time.time() - t0, 1),
+                    "date": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
+            if s is not None:
+                summaries.setdefault(bench, []).append(s)
+            write_table(summaries, seeds)
+    write_table(summaries, seeds)
+    missing = sum(1 for m, b in PLAN if not only or m in only for _ in seeds) - \
+        sum(len(v) for v in summaries.values())
+    print(f"{TABLE.relative_to(ROOT)}: {sum(len(v) for v in summaries.values())} runs, "
+          f"{missing} still to run")
+    return 0
+
+
+def write_table(summaries: dict[str, list[dict]], seeds: list[int]) -> None:
+    parts = ["# Test-time adapters, one table (`benchmarks/tta_table.py`)", "",
+             "Each column: the adapter with its defaults, mean over the seeds that have run "
+             "(per-seed values in brackets). Runs and their commands: "
+             "`benchmarks/results/tta/*.meta.json`.", ""]
+    for bench, runs in summaries.items():
+        done = sorted({s["seed"] for s in runs})
+        parts += [f"## {bench} (seeds run: {done} of {seeds})", "", summarize_adapt.table(runs), ""]
+    TABLE.write_text("\n".join(parts) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
