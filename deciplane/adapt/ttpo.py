@@ -13,11 +13,14 @@ Per step, for each prompt of the batch:
 4. agree branch: on-policy self-distillation ``L_OPSD = (1/T) sum_t w(t) KL(q_t || p_t)``
    with the teacher ``q_t = pi(. | [x; "answer: a_hat"], y_<t)`` (no grad; the current
    policy, or the frozen initial policy with ``teacher="frozen_base"``), the student
-   ``p_t = pi_theta(. | x, y_<t)`` and the soft-OR weight ``w = H + D - H*D``;
+   ``p_t = pi_theta(. | x, y_<t)`` and the soft-OR weight ``w = H + D - H*D``; by
+   default (ours, ``support_top_p``) the teacher is first restricted to the student's own
+   top-p tokens;
 5. disagree branch: grouped RL on confident errors, ``L_N = -(A/T) sum_t m(t) log pi(y_t)``
    with ``A`` the GRPO advantage of ``r = 1[ans == a_hat]`` over the K samples (< 0 on N)
    and ``m(t) = 1[s(t) >= median]``, ``s(t) = -log p_t(y_t) (1 - H(t))``;
-6. ``L = (1/|B|)(sum_P L_OPSD + lambda sum_N L_N)``, ``lambda = 0.1``, one optimizer step
+6. ``L = (1/|B|)(sum_P L_OPSD + lambda sum_N L_N)``, ``lambda = 10`` by default (paper
+   0.1, at which SmolLM2-135M collapsed: docs/methods.md §5.2), one optimizer step
    per batch (micro-batches weighted so they add up to ``L``).
 
 The loss pieces are :mod:`deciplane.objectives.ttpo` (see its docstring for our reading of
