@@ -73,4 +73,7 @@ def test_warm_and_cold_correctness_verdicts_are_identical(task, sandbox):
     quick = dataclasses.replace(task, timeout_s=1.0)
     for name, code in WRONG.items():
         got = [check_correctness(quick, code, sandbox, warm=w) for w in (True, False)]
-        assert got[0] == got[1], (name, got)
+        if name == "spin":   # CPU and wall limits are both 1 s: which trips first is a race
+            assert got[0][:3] == got[1][:3] and all("time limit 1s" in g[3] for g in got), got
+        else:
+            assert got[0] == got[1], (name, got)
