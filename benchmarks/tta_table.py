@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import summarize_adapt  # noqa: E402
+from deciplane.provenance import git_commit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "benchmarks" / "results" / "tta"
@@ -61,12 +62,6 @@ def default_config(method: str) -> dict:
 
     cls = ADAPTERS[method].Config
     return json.loads(json.dumps(dataclasses.asdict(cls()), default=str))
-
-
-def git_commit() -> str:
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
 
 
 def committed_run(name: str, method: str, digest: str) -> dict | None:
@@ -126,14 +121,14 @@ def main(argv: list[str] | None = None) -> int:
                 new += 1
                 shutil.copy(runs / name / "summary.json", COMMITTED / f"{name}.summary.json")
                 (COMMITTED / f"{name}.meta.json").write_text(json.dumps({
-                    "command": " ".join(["deciplane"] + cmd[3:]), "commit": git_commit(),
+                    "command": " ".join(["deciplane"] + cmd[3:]), "commit": git_commit(ROOT),
                     "code_digest": digest, "config": default_config(method),
                     "load_avg_before": load0, "load_avg_after": os.getloadavg(),
                     "wall_s": round(time.time() - t0, 1),
                     "date": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
+                write_table({**summaries, bench: summaries.get(bench, []) + [s]}, seeds)
             if s is not None:
                 summaries.setdefault(bench, []).append(s)
-            write_table(summaries, seeds)
     write_table(summaries, seeds)
     missing = sum(1 for m, b in PLAN if not only or m in only for _ in seeds) - \
         sum(len(v) for v in summaries.values())
