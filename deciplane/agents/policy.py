@@ -146,7 +146,7 @@ def capture_layer_input(model: nn.Module, layer: int | None, *, detach: bool = T
 
     def hook(module, args, kwargs):
         h = args[0] if args else kwargs["hidden_states"]
-        seen.append(h.detach() if detach else h)
+        seen.append((h.detach() if detach else h).float())   # fp32 even inside a bf16 trunk
 
     handle = decoder_layers(model)[layer].register_forward_pre_hook(hook, with_kwargs=True)
     try:
@@ -187,7 +187,8 @@ def capture_hidden(model: nn.Module, layer: int | None, *, detach: bool = True
 
 
 class _Recorder(nn.Module):
-    """Stands in for the final norm of a truncated decoder: records its input, returns it."""
+    """Stands in for the final norm of a truncated decoder: records its input and returns it,
+    in fp32 (the states of a bf16 trunk, deciplane.agents.precision, go on to fp32 code)."""
 
     def __init__(self, seen: list[torch.Tensor], detach: bool) -> None:
         super().__init__()
@@ -195,6 +196,7 @@ class _Recorder(nn.Module):
         self.detach = detach
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
         self.seen.append(x.detach() if self.detach else x)
         return x
 

@@ -61,3 +61,32 @@ def test_bf16_trunk_decisions_match_fp32_and_the_first_ratio_is_one(name):
     for lp, d in zip(a16.menu_log_probs(d16), d16):
         ratio = (lp.detach() - d.log_probs)[d.index].exp()
         assert float(ratio) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name,layer", [("deciplane/tiny", 1), ("deciplane/smollm2-135m-instruct", 2)])
+def test_bf16_trunk_items_readout_matches_fp32_and_the_head_update_ratio_is_one(name, layer):
+    """The items readout stops at its head's layer (early exit): the states it reads come
+    out of the bf16 layers, and go to the head (and the output layer) in fp32."""
+    torch.set_num_threads(1)
+    agents = []
+    for cast in (False, True):
+        torch.manual_seed(0)
+        policy = load_policy(name)
+        for p in policy.model.parameters():
+            p.requires_grad_(False)
+        head = policy.add_item_head(layer=layer, rank=4)
+        torch.nn.init.normal_(head.key.weight, std=0.1)     # a trained-looking head
+        n = len(policy.model.model.layers)
+        if cast:
+            assert apply_trunk_dtype(policy.model, n) == n   # nothing in the decoder trains
+        agents.append(MenuAgent(policy, greedy=True, history=0, readout="items",
+                                keep_readout=True))
+    d32, d16 = agents[0].act(OBS, MENUS), agents[1].act(OBS, MENUS)
+    for x, y in zip(d32, d16):
+        torch.testing.assert_close(x.log_probs, y.log_probs, rtol=0, atol=5e-2)
+        assert x.index == y.index
+        assert y.readout_hidden.dtype == torch.float32
+    # the head-only update scores the states the rollout kept: the same function, ratio 1
+    for lp, d in zip(agents[1].menu_log_probs(d16), d16):
+        ratio = (lp.detach() - d.log_probs)[d.index].exp()
+        assert float(ratio) == pytest.approx(1.0, abs=1e-5)
