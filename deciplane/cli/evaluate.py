@@ -207,6 +207,9 @@ def evaluate_cmd(
                                                     help="KEY=VALUE passed to gym.make"),
     threads: Optional[int] = typer.Option(None, help="torch threads (with RUN_DIR default: "
                                                      "the run's model.threads)"),
+    trunk_dtype: Optional[str] = typer.Option(
+        None, help="with RUN_DIR: auto | float32 | bfloat16, the precision of the frozen "
+                   "layers (default: the run's model.trunk_dtype)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
     progress: bool = typer.Option(True, help="show a progress bar"),
 ) -> None:
@@ -220,12 +223,13 @@ def evaluate_cmd(
         _check_run_dir_flags(agent, model, agent_option, env)
         with _friendly_errors():
             _evaluate_run_dir(run_dir, checkpoint, benchmark, limit, split, episodes, games,
-                              env_option, num_envs, seed, threads, json_out, progress)
+                              env_option, num_envs, seed, threads, json_out, progress,
+                              trunk_dtype)
         return
-    if benchmark is not None or limit is not None or checkpoint != "latest":
-        raise typer.BadParameter("--benchmark, --limit and --checkpoint score a trained run: "
-                                 "pass its folder first (deciplane evaluate RUN_DIR "
-                                 "--benchmark arith)")
+    if benchmark is not None or limit is not None or checkpoint != "latest" or trunk_dtype:
+        raise typer.BadParameter("--benchmark, --limit, --checkpoint and --trunk-dtype score a "
+                                 "trained run: pass its folder first (deciplane evaluate "
+                                 "RUN_DIR --benchmark arith)")
     from deciplane.evaluation.evaluate import evaluate_agent, make_agent
 
     opts = parse_options(agent_option)
@@ -262,7 +266,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
                       limit: Optional[int], split: Optional[str], episodes: Optional[int],
                       games: Optional[str], env_option: list[str] | None, num_envs: int,
                       seed: int, threads: Optional[int], json_out: Optional[Path],
-                      progress: bool) -> None:
+                      progress: bool, trunk_dtype: Optional[str] = None) -> None:
     """``deciplane evaluate RUN_DIR``: environment runs play ``split``; single-turn runs
     answer ``benchmark``. Prints the table, writes ``json_out``."""
     from deciplane.errors import ConfigError
@@ -276,7 +280,8 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
                               "a benchmark; use --benchmark NAME --limit N instead of "
                               "--episodes/--games/--env-option")
         report = run_eval.evaluate_run_benchmark(run_dir, benchmark, checkpoint=checkpoint,
-                                                 split=split, limit=limit, threads=threads)
+                                                 split=split, limit=limit, threads=threads,
+                                                 trunk_dtype=trunk_dtype)
         console.print(benchmark_table(report))
         if report.benchmark != report.trained_on:
             console.print(f"[yellow]note:[/yellow] the run trained on {report.trained_on}; "
@@ -289,7 +294,8 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
         overrides = _env_kwargs(None, games, env_option)
         report = run_eval.evaluate_run(run_dir, checkpoint, split=split, episodes=episodes,
                                        num_envs=num_envs, seed=seed, env_overrides=overrides,
-                                       threads=threads, progress=progress)
+                                       threads=threads, trunk_dtype=trunk_dtype,
+                                       progress=progress)
         console.print(report_table([report]))
     console.print(f"run {report.run_dir} · checkpoint [bold]{report.checkpoint}[/bold] · "
                   f"split fingerprint [bold]{report.split_fingerprint}[/bold]",

@@ -188,12 +188,17 @@ class MenuView:
 
     ``show(actions, terminal=..., source=...)`` takes a new state's actions; ``menu`` is the
     :class:`~deciplane.types.Menu` shown now, ``actions`` every legal action in menu order.
+
+    ``drop_penalised=True`` (action elimination): a command that lost points when played
+    (:meth:`note_reward` with a negative reward) is left out of every later menu of the
+    episode, unless that would leave the menu empty.
     """
 
     __slots__ = ("max_menu", "overflow", "arranger", "actions", "menu", "page", "pages",
-                 "_lookup", "_masks")
+                 "_lookup", "_masks", "drop_penalised", "dropped")
 
-    def __init__(self, max_menu: int, order: str = "sorted", overflow: str = "error") -> None:
+    def __init__(self, max_menu: int, order: str = "sorted", overflow: str = "error",
+                 drop_penalised: bool = False) -> None:
         self.max_menu = int(max_menu)
         self.overflow = check_menu_overflow(overflow, self.max_menu)
         self.arranger = MenuArranger(order)
@@ -202,9 +207,18 @@ class MenuView:
         self.page, self.pages = 0, 1
         self._lookup: dict[str, int] | None = None
         self._masks: dict[int, np.ndarray] = {}
+        self.drop_penalised = bool(drop_penalised)
+        self.dropped: set[str] = set()
 
     def start_episode(self, menu_seed: int) -> None:
         self.arranger.start_episode(menu_seed)
+        self.dropped = set()
+
+    def note_reward(self, command: str, reward: float) -> None:
+        """Record the reward ``command`` just got (before the next :meth:`show`): with
+        ``drop_penalised`` a negative one removes it from the episode's later menus."""
+        if self.drop_penalised and reward < 0:
+            self.dropped.add(command)
 
     def show(self, actions: Sequence[str], *, terminal: bool = False, source: str = "the game",
              hint: str = "", cap: bool = True) -> None:
@@ -212,6 +226,9 @@ class MenuView:
         raises ``MenuTooLarge`` naming ``source`` and the options that fix it (``hint``
         adds env-specific ones), unless paging is on or the state is ``terminal``;
         ``cap=False`` shows every action (a text-mode env, where no index is chosen)."""
+        if self.dropped:
+            kept = [a for a in actions if a not in self.dropped]
+            actions = kept or actions
         arranged = self.arranger.arrange(actions)
         self.actions, self.page, self.pages, self._lookup = arranged, 0, 1, None
         n = len(arranged)

@@ -136,3 +136,25 @@ def test_as_menu_index_accepts_integral_values_only():
     for bad in (True, "1", b"1", 1.5, None):
         with pytest.raises(InvalidAction):
             as_menu_index(bad)
+
+
+def test_drop_penalised_hides_a_command_that_lost_points_for_the_rest_of_the_episode():
+    view = MenuView(8, "sorted", drop_penalised=True)
+    view.start_episode(0)
+    view.show(["put cup in fridge", "put cup in sink", "look"])
+    view.note_reward("put cup in fridge", -0.25)
+    view.note_reward("look", 0.0)                  # no loss: stays
+    view.show(["take cup", "look"])
+    view.show(["put cup in fridge", "put cup in sink", "look"])
+    assert view.menu.actions == ("look", "put cup in sink")
+    assert view.position("put cup in fridge") == -1
+    view.show(["put cup in fridge"])               # never an empty menu
+    assert view.menu.actions == ("put cup in fridge",)
+    view.start_episode(1)                          # a new episode forgets
+    view.show(["put cup in fridge", "look"])
+    assert "put cup in fridge" in view.menu.actions
+    plain = MenuView(8, "sorted")                  # off by default
+    plain.start_episode(0)
+    plain.note_reward("look", -1.0)
+    plain.show(["look"])
+    assert plain.menu.actions == ("look",)

@@ -164,3 +164,27 @@ def test_wrong_put_costs_score_in_the_state_view_and_the_expert_takes_it_back():
         assert info["expert_command"] == "take dirty teal dress"
     finally:
         env.close()
+
+
+@needs_twx
+def test_drop_penalised_on_a_real_twc_game_hides_the_wrong_put_after_it_is_taken_back():
+    """A wrong put costs points; with drop_penalised the same put never shows again in
+    the episode (the take-back and the other puts do), without it the put comes back."""
+    seen = {}
+    for drop in (False, True):
+        env = gym.make("deciplane/TextWorldExpress-v0", game="twc", split="valid",
+                       game_params={"numLocations": 1, "numItemsToPutAway": 1},
+                       drop_penalised=drop, expert=True)
+        obs, info = env.reset(seed=0)
+        while not any(a.startswith("put ") for a in info["menu"]):    # the expert takes it
+            obs, r, term, trunc, info = env.step(info["expert_action"])
+        expert_put = info["menu"].actions[info["expert_action"]]
+        wrong = next(a for a in info["menu"] if a.startswith("put ") and a != expert_put)
+        obs, r, term, trunc, info = env.step(info["menu"].actions.index(wrong))
+        assert r < 0, (wrong, r)
+        take_back = next(a for a in info["menu"] if a.startswith("take "))
+        obs, r, term, trunc, info = env.step(info["menu"].actions.index(take_back))
+        seen[drop] = info["menu"].actions
+        assert expert_put in seen[drop]
+        env.close()
+    assert wrong in seen[False] and wrong not in seen[True]

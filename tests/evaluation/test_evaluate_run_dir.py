@@ -234,3 +234,23 @@ def test_math_run_on_its_benchmark(tmp_path):
     assert res.exit_code == 2 and "--benchmark NAME" in res.text
     res = _cli(run, "--benchmark", "no-such-bench")
     assert res.exit_code == 2 and "no-such-bench" in res.text
+
+
+def test_trunk_dtype_override(env_run, tmp_path):
+    """--trunk-dtype sets the frozen layers' precision of the rebuilt run (here LoRA is in
+    every layer of the tiny model: nothing is frozen, so bfloat16 casts nothing and scores
+    the same); a bad value is refused by name; without RUN_DIR the flag is refused."""
+    from deciplane.agents.precision import trunk_dtype_of
+
+    run, summary = env_run
+    trained = load_trained_policy(run, "latest", threads=1, trunk_dtype="bfloat16")
+    assert trained.config.model.trunk_dtype == "bfloat16"
+    assert trunk_dtype_of(trained.policy.model) is None      # no frozen layer to cast
+    out = tmp_path / "bf16.json"
+    res = _cli(run, "--no-progress", "--threads", "1", "--trunk-dtype", "bfloat16", "--json", out)
+    assert res.exit_code == 0, res.output
+    wins = [int(ep["won"]) for ep in json.loads(out.read_text())["per_episode"]]
+    assert wins == summary["eval"]["test"]["episode_wins"]
+    bad = _cli(run, "--no-progress", "--trunk-dtype", "int8")
+    assert bad.exit_code != 0 and "trunk_dtype must be one of" in bad.text
+    assert _cli("--trunk-dtype", "bfloat16").exit_code != 0

@@ -132,6 +132,8 @@ class TextWorldEnv(MenuTextEnv):
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
       default: when stderr is a terminal).
+    * ``drop_penalised`` (False): action elimination — a command that lost points leaves
+      the menu for the rest of the episode (unless nothing else is left).
     """
 
     def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
@@ -143,10 +145,12 @@ class TextWorldEnv(MenuTextEnv):
                  strip_banner: bool = True, render_mode: str | None = None,
                  progress: bool | None = None, menu_order: str = "sorted",
                  task_in_observation: bool = False, menu_overflow: str = "error",
-                 observation: str = "feedback") -> None:
+                 observation: str = "feedback", drop_penalised: bool = False) -> None:
         _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
         self.observation = check_observation_view(observation)
-        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
+        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow,
+                              drop_penalised)
+        self.drop_penalised = bool(drop_penalised)
         self.menu_overflow = menu_overflow
         if progress is None:  # a bar while games are generated, when someone can see it
             progress = sys.stderr.isatty()
@@ -239,6 +243,7 @@ class TextWorldEnv(MenuTextEnv):
             score = int(state["score"] or 0)
             reward = float(score - self._score)
             self._score = score
+            self._view.note_reward(command, reward)
             self._observe(state, state.feedback, command)
         if invalid:
             self._invalid += 1

@@ -166,6 +166,10 @@ class TextWorldExpressEnv(MenuTextEnv):
       ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``),
       ``action_mode`` (``"menu"`` or ``"text"``, see Action), ``observation``
       (``"feedback"`` or ``"state"``, see Observation).
+    * ``drop_penalised`` (False): action elimination — a command that lost points (a put
+      into the wrong container, a placed object taken out) leaves the menu for the rest
+      of the episode (unless nothing else is left), so a memoryless policy does not repeat
+      it (the game's own reward is the only judge; the expert never needs such a command).
     """
 
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
@@ -173,7 +177,8 @@ class TextWorldExpressEnv(MenuTextEnv):
                  task_in_observation: bool = True, expert: bool = False,
                  max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
                  render_mode: str | None = None, menu_overflow: str = "error",
-                 action_mode: str = "menu", observation: str = "feedback") -> None:
+                 action_mode: str = "menu", observation: str = "feedback",
+                 drop_penalised: bool = False) -> None:
         if game not in GAMES:
             raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
                               f"{', '.join(GAMES)}")
@@ -185,7 +190,9 @@ class TextWorldExpressEnv(MenuTextEnv):
             raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
         if render_mode not in (None, "ansi", "human"):
             raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
-        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
+        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow,
+                              drop_penalised)
+        self.drop_penalised = bool(drop_penalised)
         if action_mode not in ("menu", "text"):
             raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
         self.action_mode = action_mode
@@ -317,6 +324,7 @@ class TextWorldExpressEnv(MenuTextEnv):
             score = float(state["score"])
             reward = score - self._score
             self._score = score
+            self._view.note_reward(command, reward)
             self._observe(state, command)
             if self._planner is not None:
                 self._planner.observe(command, before, room_of(self._look))
