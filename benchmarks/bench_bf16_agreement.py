@@ -5,9 +5,10 @@ and trained weights: `deciplane evaluate RUN_DIR`'s agent); at every state the s
 rebuilt with `model.trunk_dtype: bfloat16` decides too. Reported: the share of states where
 the two greedy choices agree, the largest |difference| of the menu log-probs, and the
 CPU-seconds per decision of each (one thread, both run side by side on the same states).
-With ``--labels`` the untrained model's RLiD labels readout is compared the same way.
+With ``--labels-episodes N`` the untrained model's RLiD labels readout is compared the same
+way (for a run that trained only the item head, the run's model is the untrained one).
 
-    python benchmarks/bench_bf16_agreement.py RUN_DIR --episodes 50 \
+    python benchmarks/bench_bf16_agreement.py RUN_DIR --episodes 20 --labels-episodes 8 \
         --out benchmarks/results/bf16_agreement.json
 
 Run it alone (the CPU-second ratio is a benchmark).
@@ -84,8 +85,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("run_dir")
     ap.add_argument("--episodes", type=int, default=50)
     ap.add_argument("--split", default="test")
-    ap.add_argument("--labels", action="store_true",
-                    help="also compare the untrained labels readout (RLiD's zero-shot agent)")
+    ap.add_argument("--labels-episodes", type=int, default=0,
+                    help="also compare the untrained labels readout (RLiD's zero-shot agent) "
+                         "on this many episodes")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -97,9 +99,9 @@ def main(argv: list[str] | None = None) -> dict:
     config, agents = load_agents(args.run_dir, None)
     result["run_readout"] = compare(config, agents, args.episodes, args.split)
     print("run's readout", json.dumps(result["run_readout"]), flush=True)
-    if args.labels:
+    if args.labels_episodes:
         config, agents = load_agents(args.run_dir, "labels")
-        result["labels_zero_shot"] = compare(config, agents, args.episodes, args.split)
+        result["labels_zero_shot"] = compare(config, agents, args.labels_episodes, args.split)
         print("labels", json.dumps(result["labels_zero_shot"]), flush=True)
     result["load_average_end"] = os.getloadavg()
     if args.out:

@@ -18,6 +18,8 @@ it with ``--threads 1`` alone on the machine), tokens computed per decision (pro
 run through the model in the rollout; token x layers forwarded in the update), achieved
 GFLOP/s (a FLOP model, below) against a bare forward of one prompt, and env steps per
 CPU-second. The ratio cached/today of env steps per CPU-second is the headline.
+``--compare trunk_dtype`` instead compares the cached path with ``model.trunk_dtype``
+float32 and bfloat16 (the frozen layers in bf16 weights; the trainable ones in fp32).
 
 FLOP model (per sequence of ``T`` tokens through ``l`` decoder layers): ``l * (2 * P_layer *
 T + 2 * T^2 * H)`` (matmuls, causal attention scores and values) plus ``2 * H * V`` for each
@@ -29,6 +31,10 @@ GFLOP/s are comparable with each other, not with a hardware peak.
     # the measurement (alone on an idle machine, one thread):
     python benchmarks/bench_rlid_throughput.py --rounds 4 --threads 1 \\
         --out benchmarks/results/rlid_throughput.json
+    # fp32 vs bf16 trunk (--compare trunk_dtype) on the demo's config as at 8727bf9:
+    python benchmarks/bench_rlid_throughput.py --compare trunk_dtype \\
+        --config benchmarks/configs/quickstart_twx_8727bf9.yaml --rounds 4 --threads 1 \\
+        --out benchmarks/results/rlid_throughput_bf16.json
     # a smoke run (tiny model, one round):
     python benchmarks/bench_rlid_throughput.py --model deciplane/tiny --lora-last-layers 1 \\
         --rounds 1 --set env.games_per_iteration=1 --set env.max_episode_steps=3
@@ -51,7 +57,13 @@ from deciplane.trainers.config import load_config
 from deciplane.trainers.run import build_algorithm, build_policy
 from deciplane.trainers.trainer import Trainer
 
-PATHS = {"today": "full_forward", "cached": "auto"}
+COMPARISONS = {
+    # today's path vs the frozen-trunk cache (both in the config's trunk dtype)
+    "frozen_trunk": {"today": ["frozen_trunk=full_forward"], "cached": ["frozen_trunk=auto"]},
+    # the cached path with an fp32 trunk vs a bf16 trunk (frozen layers in bf16 weights)
+    "trunk_dtype": {"fp32": ["frozen_trunk=auto", "model.trunk_dtype=float32"],
+                    "bf16": ["frozen_trunk=auto", "model.trunk_dtype=bfloat16"]},
+}
 
 
 def shape(policy) -> dict[str, int]:
@@ -199,8 +211,13 @@ def main() -> None:
                     help="behaviour-cloning epochs over each round's expert decisions (0: none)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], help="config override key=value")
+    ap.add_argument("--compare", choices=sorted(COMPARISONS), default="frozen_trunk",
+                    help="frozen_trunk: today's full forward vs the cached trunk; "
+                         "trunk_dtype: the cached path with an fp32 vs a bf16 trunk")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     a = ap.parse_args()
+    paths = COMPARISONS[a.compare]
+    base, other = list(paths)
     torch.set_num_threads(a.threads)
     sets = list(a.set) + [f"model.threads={a.threads}", "progress=false", "bc.episodes=0"]
     if a.model:
@@ -209,13 +226,13 @@ def main() -> None:
         sets.append(f"model.lora_last_layers={a.lora_last_layers}")
     side = {}
     tmp = Path(tempfile.mkdtemp(prefix="bench_rlid_"))
-    for name, mode in PATHS.items():
-        cfg = load_config(a.config, sets + [f"frozen_trunk={mode}"])
+    for name, extra in paths.items():
+        cfg = load_config(a.config, sets + extra)
         torch.manual_seed(cfg.seed)
         policy = build_policy(cfg)
         algo = build_algorithm(cfg, policy)
         side[name] = (cfg, algo, Trainer(cfg, tmp / name, algo))
-    cfg0, algo0, _ = side["today"]
+    cfg0, algo0, _ = side[base]
     s = shape(algo0.policy)
     lora = cfg0.model.finetune == "lora"
     # a bare forward of one quickstart prompt, for the GFLOP/s reference
@@ -228,28 +245,29 @@ def main() -> None:
     bare_gflops = forward_flops(s, bare_t, s["layers"]) / 1e9 / bare_s
     print(f"bare forward: {bare_t} tokens, {bare_s:.3f} CPU-s, {bare_gflops:.1f} GFLOP/s "
           f"(FLOP model); model {cfg0.model.name}, {s['layers']} layers, boundary "
-          f"{side['cached'][1].trunk_boundary}", flush=True)
-    rows: dict[str, list] = {n: [] for n in PATHS}
+          f"{side[other][1].trunk_boundary}", flush=True)
+    rows: dict[str, list] = {n: [] for n in paths}
     for r in range(a.rounds):
-        order = list(PATHS) if r % 2 == 0 else list(PATHS)[::-1]
+        order = list(paths) if r % 2 == 0 else list(paths)[::-1]
         print(f"round {r + 1}/{a.rounds}", flush=True)
         for name in order:
             cfg, algo, trainer = side[name]
             seed = 1000 + r                 # both paths see the same games and seeds
             rows[name].append(run_round(name, algo, trainer, r, seed, a.bc_epochs, s, lora))
     res = {n: summarise(v, bare_gflops) for n, v in rows.items()}
-    ratio = res["cached"]["env_steps_per_cpu_s"] / max(res["today"]["env_steps_per_cpu_s"], 1e-12)
-    keys = [k for k in res["today"] if k not in ("decisions", "env_steps")]
-    print(f"\n{'per decision / rate':<36}{'today':>12}{'cached':>12}{'cached/today':>14}")
+    ratio = res[other]["env_steps_per_cpu_s"] / max(res[base]["env_steps_per_cpu_s"], 1e-12)
+    keys = [k for k in res[base] if k not in ("decisions", "env_steps")]
+    print(f"\n{'per decision / rate':<36}{base:>12}{other:>12}{other + '/' + base:>14}")
     for k in keys:
-        t_, c_ = res["today"][k], res["cached"][k]
+        t_, c_ = res[base][k], res[other][k]
         print(f"{k:<36}{t_:>12.4g}{c_:>12.4g}{(c_ / t_ if t_ else float('nan')):>14.3f}")
-    print(f"\nenv steps per CPU-second, cached/today: {ratio:.2f}x "
+    print(f"\nenv steps per CPU-second, {other}/{base}: {ratio:.2f}x "
           f"(model {cfg0.model.name}, lora_last_layers={cfg0.model.lora_last_layers})")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps({
             "model": cfg0.model.name, "config": a.config, "sets": sets, "rounds": a.rounds,
+            "compare": a.compare, "paths": paths,
             "threads": a.threads, "load_average": os.getloadavg(), "machine": platform.processor(),
             "bare_forward": {"tokens": bare_t, "cpu_s": bare_s, "gflop_per_s": bare_gflops},
             "results": res, "rows": rows, "env_steps_per_cpu_s_ratio": ratio}, indent=1))

@@ -538,8 +538,20 @@ class Trainer:
             "time": time_breakdown(self.phases, c.wall_time_s),
             "provenance": provenance(),
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                        "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+                        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                        **_precision(getattr(self.algo, "policy", None))},
         }
+
+
+def _precision(policy: Any) -> dict[str, Any]:
+    """What ``model.trunk_dtype`` resolved to on this machine: whether the CPU has native
+    bf16, and the dtype and number of the decoder layers cast (``None``: all fp32)."""
+    from deciplane.agents.precision import native_bf16, trunk_dtype_of
+
+    cast = trunk_dtype_of(policy.model) if policy is not None else None
+    return {"native_bf16": native_bf16(),
+            "trunk": None if cast is None else {"dtype": str(cast[0]).removeprefix("torch."),
+                                                "layers": cast[1]}}
 
 
 class _QuietLogger:

@@ -171,6 +171,12 @@ def test_quickstart_shape_with_tiny_model_runs_rl_within_a_small_budget(tmp_path
         assert s["split_fingerprint"] == summary["split_fingerprints"]["test"]
     assert "final - warm_start_only" in summary["comparisons"]["test"]
     assert summary["provenance"]["packages"].get("torch")
+    # trunk_dtype auto: bf16 below the LoRA layer (1 of the tiny model's 2) only where the
+    # CPU has native bf16; the summary says which
+    from deciplane.agents.precision import native_bf16
+    machine = summary["machine"]
+    assert machine["native_bf16"] == native_bf16()
+    assert machine["trunk"] == ({"dtype": "bfloat16", "layers": 1} if native_bf16() else None)
     # the checkpoint written right after the warm start is there (keep_last may have
     # dropped it once later ones exist) and `deciplane evaluate RUN_DIR` finds one
     assert resolve_checkpoint(run).name.startswith("iter_")
