@@ -18,7 +18,10 @@ from deciplane.trainers.trainer import Trainer
 
 BASE = {"progress": False, "seed": 0, "algorithm": "rlid_ppo", "iterations": 1, "history": 0,
         "model": {"name": "deciplane/tiny", "finetune": "lora", "lora_rank": 4,
-                  "lora_alpha": 8, "lora_last_layers": 1, "threads": 1},
+                  "lora_alpha": 8, "lora_last_layers": 1, "threads": 1,
+                  # exactness of the cache is an fp32 property (auto would pick bf16 on a
+                  # CPU with native bf16; tests/agents/test_precision.py covers that)
+                  "trunk_dtype": "float32"},
         "env": {"games_per_iteration": 2, "group_size": 2, "max_episode_steps": 4},
         "optim": {"lr": 1e-3, "micro_batch_size": 3, "epochs": 2, "minibatches": 2},
         "eval": {"every": 0, "final_splits": [], "before": False}}
