@@ -61,6 +61,8 @@ class AdaptConfig:
     """LoRA rank (finetune=lora)."""
     lora_alpha: int = 32
     """LoRA alpha (finetune=lora)."""
+    trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Precision of the frozen weights: `bfloat16` runs every frozen linear layer (LoRA's base weights, or the whole model under TASCO's prefix) in bf16 weights with fp32 inputs and outputs; trainable weights, the embedding, the output layer, norms and attention stay fp32. `auto`: bfloat16 where the CPU has native bf16 (`deciplane doctor`), else float32. Baselines are answered by the same model. Nothing is frozen under finetune=full: it stays fp32."""
     lr: float = 1e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0
@@ -277,6 +279,15 @@ class BaseAdapter:
         if cfg.finetune == "full":
             for p in self.policy.model.parameters():
                 p.requires_grad_(True)
+        self._cast_frozen()
+
+    def _cast_frozen(self) -> None:
+        """``trunk_dtype``: the frozen linear layers in bf16 (after adapters are added)."""
+        from deciplane.agents.precision import cast_frozen_linears, resolve_trunk_dtype
+
+        dtype = resolve_trunk_dtype(self.config.trunk_dtype, self.policy.device)
+        self.frozen_dtype = str(dtype).removeprefix("torch.")
+        self.frozen_linears_cast = cast_frozen_linears(self.policy.model, dtype)
 
     def format(self, task: UnlabeledTask, hint: str | None = None) -> str:
         """The chat-formatted prompt of a task (``hint`` appended on its own line, e.g.

@@ -76,14 +76,18 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
 
 
 def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, seed: int | None,
-                  votes: int | None, config: AdaptConfig) -> str:
+                  votes: int | None, config: AdaptConfig, frozen_dtype: str = "float32") -> str:
     """Cache key of baseline answers; greedy answers pass ``seed=votes=None`` (they depend
-    on neither, so every seed and budget shares them)."""
+    on neither, so every seed and budget shares them). ``frozen_dtype``: the precision the
+    frozen weights ran in (``trunk_dtype`` as resolved on this machine)."""
     import hashlib
 
-    blob = json.dumps([model, benchmark, split, limit, seed, votes, config.max_new_tokens,
-                       config.temperature, config.top_p, config.system_prompt,
-                       config.instruction, config.answer_batch], default=str)
+    parts = [model, benchmark, split, limit, seed, votes, config.max_new_tokens,
+             config.temperature, config.top_p, config.system_prompt, config.instruction,
+             config.answer_batch]
+    if frozen_dtype != "float32":     # fp32 keys stay as they were before the option
+        parts.append(frozen_dtype)
+    blob = json.dumps(parts, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -258,12 +262,13 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             bkey = benchmark if not benchmark_args else f"{benchmark}?{json.dumps(benchmark_args, sort_keys=True)}"
             tag = f"-{method}" if own else ""
             g = baseline("greedy", "greedy" + tag, _baseline_key(
-                model, bkey, split, limit, None, None, config), greedy_answers)
+                model, bkey, split, limit, None, None, config, adapter.frozen_dtype), greedy_answers)
             greedy = g["answers"]
             base_budget += Budget(**g["budget"])
             if not fte_mode:
                 m = baseline("consensus selection" if own else "majority vote", "majority" + tag,
-                             _baseline_key(model, bkey, split, limit, seed, votes_eq, config),
+                             _baseline_key(model, bkey, split, limit, seed, votes_eq, config,
+                                           adapter.frozen_dtype),
                              majority_baseline)
                 maj, maj_samples = m["answers"], m["samples"]
                 bon = m.get("best_of_n", {})      # absent in caches written before it existed
@@ -279,7 +284,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 
 
             m = baseline("majority vote / best-of-N (equal compute)", "majority-bon", _baseline_key(
-                model, bkey, split, limit, seed, votes_eq, config), vote_samples)
+                model, bkey, split, limit, seed, votes_eq, config, adapter.frozen_dtype), vote_samples)
             maj, maj_samples, bon = m["answers"], m["samples"], m["best_of_n"]
             base_budget += Budget(**m["budget"])
 
@@ -289,6 +294,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             "method": method, "benchmark": benchmark, "split": split, "model": model,
             "n_tasks": n, "seed": seed, "limit": limit, "device": str(policy.device),
             "torch_threads": torch.get_num_threads(),
+            "frozen_dtype": adapter.frozen_dtype,
+            "frozen_linears_cast": adapter.frozen_linears_cast,
             "split_fingerprint": after.split_fingerprint,
             "config": _jsonable(asdict(config)),
             "paper_values_changed": _jsonable(config.changed_from_paper()),

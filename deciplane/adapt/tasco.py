@@ -358,6 +358,9 @@ class TASCO(BaseAdapter):
         if self.policy.is_lora:
             raise ConfigError("TASCO adapts a frozen base model with a prefix; load the policy "
                               "without LoRA adapters")
+        for p in self.policy.model.parameters():   # frozen, so trunk_dtype can cast it
+            p.requires_grad_(False)
+        self._cast_frozen()      # before hashing: the hash checks what adaptation sees
         self.base_sha256 = weights_sha256(self.policy.model, skip="")
         self.prefix = PrefixModel(self.policy.model, cfg.num_virtual_tokens)
         if cfg.prefix_init == "text":
@@ -497,9 +500,16 @@ class TASCO(BaseAdapter):
         return self.prefix.save(path)
 
     @staticmethod
-    def load_prefix(policy, path: str | Path):
+    def load_prefix(policy, path: str | Path, trunk_dtype: str = "float32"):
         """``(prefix model, prefix-conditioned policy)`` from a saved prefix on ``policy``'s
-        base model (the base weights are not touched)."""
+        base model (the base weights are not touched, unless ``trunk_dtype`` casts its
+        linear layers as :class:`TASCOConfig`'s option does: a prefix trained on bf16
+        linears answers the same only on them)."""
+        from deciplane.agents.precision import cast_frozen_linears, resolve_trunk_dtype
+
+        for p in policy.model.parameters():
+            p.requires_grad_(False)
+        cast_frozen_linears(policy.model, resolve_trunk_dtype(trunk_dtype, policy.device))
         pm = PrefixModel.load(policy.model, path)
         return pm, pm.policy(policy)
 

@@ -108,6 +108,44 @@ def apply_trunk_dtype(model: nn.Module, upto: int, dtype: torch.dtype = torch.bf
     return upto
 
 
+def _to_low(module, args):
+    return _cast(args, module.weight.dtype)
+
+
+def _to_float32(module, args, out):
+    return _cast(out, torch.float32)
+
+
+def cast_frozen_linears(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Every frozen ``nn.Linear`` of ``model`` (PEFT's LoRA ``base_layer`` included) gets
+    ``dtype`` weights and computes in ``dtype``: its input is cast to ``dtype``, its output
+    back to fp32. Everything else stays fp32: trainable weights (LoRA's A and B, a full
+    fine-tune), the embedding and the output layer tied to it, norms, rotary tables and
+    attention (so a KV cache, TASCO's prefix included, stays fp32).
+
+    This is the bf16 path where a frozen trunk of whole layers does not exist — LoRA in
+    every layer (the test-time adapters) or a fully frozen model with a trainable prefix
+    (TASCO): gradients still reach every trainable tensor, through the bf16 matmuls.
+    Returns the number of layers cast (0 for float32: nothing changes). Call it after adapters
+    are added and before any forward (a second call finds nothing left to cast); it
+    changes ``model`` in place."""
+    if dtype == torch.float32:
+        return 0
+    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    n = 0
+    for module in model.modules():
+        if type(module) is not nn.Linear or module is out_emb:
+            continue
+        params = list(module.parameters(recurse=False))
+        if any(p.requires_grad for p in params) or module.weight.dtype != torch.float32:
+            continue           # trainable, or already cast (a bf16 trunk layer)
+        module.to(dtype)
+        module.register_forward_pre_hook(_to_low)
+        module.register_forward_hook(_to_float32)
+        n += 1
+    return n
+
+
 def trunk_dtype_of(model: nn.Module) -> tuple[torch.dtype, int] | None:
     """``(dtype, upto)`` set by :func:`apply_trunk_dtype`, or None (all fp32)."""
     try:
@@ -116,5 +154,5 @@ def trunk_dtype_of(model: nn.Module) -> tuple[torch.dtype, int] | None:
         return None
 
 
-__all__ = ["TRUNK_DTYPES", "apply_trunk_dtype", "native_bf16", "resolve_trunk_dtype",
+__all__ = ["TRUNK_DTYPES", "apply_trunk_dtype", "cast_frozen_linears", "native_bf16", "resolve_trunk_dtype",
            "trunk_dtype_of"]

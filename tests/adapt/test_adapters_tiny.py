@@ -91,3 +91,23 @@ def test_frozen_base_teacher_and_majority_answers(tasks, tiny_settings):
     assert any(not torch.equal(b, p) for b, p in zip(before, params))
     assert ad.budget.samples == ad.planned_samples(len(tasks)) == 2 * 2 * 4 + 3 * len(tasks)
     assert len(ad.records.checkpoints) == 1 and ad.eval_budget.samples == 0
+
+
+def test_frozen_dtype_enters_the_baseline_key_and_lora_adapters_cast_their_base(tasks, tiny_settings):
+    from deciplane.adapt.runner import _baseline_key
+
+    cfg = TTRLConfig(**tiny_settings)
+    args = ("deciplane/tiny", "arith-shift", "test", 4, None, None, cfg)
+    assert _baseline_key(*args) == _baseline_key(*args, "float32")   # old fp32 caches stay valid
+    assert _baseline_key(*args, "bfloat16") != _baseline_key(*args)
+    policy = load_policy("deciplane/tiny")
+    ad = TTRL(policy, TTRLConfig(**tiny_settings, trunk_dtype="bfloat16"))
+    assert (ad.frozen_dtype, ad.frozen_linears_cast) == ("bfloat16", 14)
+    trainable = [p for p in policy.model.parameters() if p.requires_grad]
+    assert trainable and all(p.dtype == torch.float32 for p in trainable)
+    before = [p.detach().clone() for p in trainable]
+    ad.run(tasks)
+    assert any(not torch.equal(b, p) for b, p in zip(before, trainable)), "no LoRA weight moved"
+    full = TTRL(load_policy("deciplane/tiny"), TTRLConfig(**{**tiny_settings, "finetune": "full"},
+                                                           trunk_dtype="bfloat16"))
+    assert full.frozen_linears_cast == 0          # nothing is frozen under full fine-tuning

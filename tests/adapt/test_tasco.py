@@ -121,7 +121,7 @@ def test_training_forward_equals_peft_forward_and_only_the_prefix_gets_gradients
 def test_run_keeps_base_weights_and_the_saved_prefix_answers_again(tmp_path):
     policy = load_policy("deciplane/tiny")
     before = weights_sha256(policy.model, skip="")
-    adapter = TASCO(policy, TASCOConfig(**TINY, lr=0.1))
+    adapter = TASCO(policy, TASCOConfig(**TINY, lr=0.1, trunk_dtype="float32"))
     w0 = adapter.prefix.weight.detach().clone()
     answers = adapter.run(_tasks())
     assert set(answers) == {"t0", "t1", "t2", "t3"}
@@ -266,3 +266,21 @@ def test_cli_tasco_on_a_reasoning_gym_family_writes_summary(tmp_path):
         assert set(s["paired_vs_baselines"][name]) >= {"difference", "ci95", "n", "mcnemar_p"}
     assert len(s["after"]["ci95"]) == 2 and s["mean_output_tokens"] > 0
     assert (out / "accuracy_vs_steps.png").stat().st_size > 1000
+
+
+def test_bf16_linears_under_the_prefix_keep_the_base_frozen_and_the_prefix_answers_again(tmp_path):
+    """trunk_dtype=bfloat16: the frozen model's linear layers run in bf16, the prefix (and
+    the attention it enters) stays fp32; only the prefix trains."""
+    policy = load_policy("deciplane/tiny")
+    adapter = TASCO(policy, TASCOConfig(**TINY, lr=0.1, trunk_dtype="bfloat16"))
+    assert adapter.frozen_dtype == "bfloat16" and adapter.frozen_linears_cast == 14
+    assert policy.model.model.layers[0].self_attn.q_proj.weight.dtype == torch.bfloat16
+    assert adapter.prefix.weight.dtype == torch.float32
+    w0 = adapter.prefix.weight.detach().clone()
+    adapter.run(_tasks())
+    assert adapter.base_weights_unchanged() and not torch.equal(adapter.prefix.weight.detach(), w0)
+    prompts = [adapter.format(t) for t in _tasks()]
+    texts = [g.text for g in adapter.prefix_policy.generate(prompts, max_new_tokens=6, do_sample=False)]
+    path = adapter.save_prefix(tmp_path / "prefix")
+    _, loaded = TASCO.load_prefix(load_policy("deciplane/tiny"), path, trunk_dtype="bfloat16")
+    assert [g.text for g in loaded.generate(prompts, max_new_tokens=6, do_sample=False)] == texts

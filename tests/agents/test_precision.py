@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from deciplane.agents import MenuAgent, load_policy
-from deciplane.agents.precision import apply_trunk_dtype, resolve_trunk_dtype, trunk_dtype_of
+from deciplane.agents.precision import (apply_trunk_dtype, cast_frozen_linears,
+                                        resolve_trunk_dtype, trunk_dtype_of)
 from deciplane.engine.trunk import first_trainable_layer, menu_update_logits
 from deciplane.errors import ConfigError
 from deciplane.types import Menu
@@ -90,3 +91,71 @@ def test_bf16_trunk_items_readout_matches_fp32_and_the_head_update_ratio_is_one(
     for lp, d in zip(agents[1].menu_log_probs(d16), d16):
         ratio = (lp.detach() - d.log_probs)[d.index].exp()
         assert float(ratio) == pytest.approx(1.0, abs=1e-5)
+
+
+PROMPTS = ["What is 12 + 35?", "Name the capital of France.", "hi"]
+
+
+def _lora_everywhere(name: str):
+    torch.manual_seed(0)
+    policy = load_policy(name)
+    policy.add_lora(r=4, alpha=8)
+    for n, p in policy.model.named_parameters():   # LoRA's B starts at 0: move it
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.02)
+    return policy
+
+
+@pytest.mark.parametrize("name", ["deciplane/tiny", "deciplane/smollm2-135m-instruct"])
+def test_frozen_linears_in_bf16_generate_like_fp32_and_train_the_same_lora(name):
+    """LoRA in every layer (the test-time adapters): no frozen layer exists, so the frozen
+    linears (LoRA's base weights) compute in bf16, with fp32 in and out."""
+    torch.set_num_threads(1)
+    fp32, bf16 = _lora_everywhere(name), _lora_everywhere(name)
+    n_layers = len(bf16.model.get_base_model().model.layers)
+    assert cast_frozen_linears(bf16.model) == 7 * n_layers      # q k v o gate up down
+    assert cast_frozen_linears(bf16.model) == 0                 # nothing left to cast
+    for n, p in bf16.model.named_parameters():
+        wanted = torch.float32 if (p.requires_grad or "embed" in n or "norm" in n) else torch.bfloat16
+        assert p.dtype == wanted, n
+    prompts = [fp32.format_prompt(p) for p in PROMPTS]
+    g32 = fp32.generate(prompts, max_new_tokens=8, do_sample=False)
+    g16 = bf16.generate(prompts, max_new_tokens=8, do_sample=False)
+    if name != "deciplane/tiny":     # the random tiny model's top tokens are near ties
+        assert [g.text for g in g32] == [g.text for g in g16]
+        for x, y in zip(g32, g16):   # stated tolerance: greedy tokens' log-probs within 0.1
+            torch.testing.assert_close(x.response_logprobs, y.response_logprobs, rtol=0, atol=0.1)
+    # sampled log-probs are what the update recomputes (ratio 1 up to batching)
+    ids = torch.cat([g16[0].prompt_ids, g16[0].response_ids])[None]
+    logits = bf16.model(input_ids=ids).logits[0, -g16[0].response_ids.numel() - 1:-1].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, g16[0].response_ids[:, None])[:, 0]
+    torch.testing.assert_close(lp.detach(), g16[0].response_logprobs, rtol=0, atol=2e-2)
+    # gradients reach every LoRA weight through the bf16 matmuls, along fp32's
+    grads = []
+    for policy in (fp32, bf16):
+        policy.model.zero_grad()
+        out = policy.model(input_ids=ids).logits.float()
+        torch.log_softmax(out, -1)[0, :-1].gather(-1, ids[0, 1:, None]).mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for n, p in policy.model.named_parameters()
+                                if p.requires_grad]))
+        assert all(p.grad is None for p in policy.model.parameters() if not p.requires_grad)
+    assert float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)) > 0.99
+
+
+def test_bf16_trunk_generation_with_kept_boundary_states():
+    """The free-text agent on a bf16 trunk (LoRA in the top layers): generation with the KV
+    cache through the mixed model, the same greedy text, boundary states in fp32."""
+    torch.set_num_threads(1)
+    name = "deciplane/smollm2-135m-instruct"
+    fp32, bf16 = _lora_top(name, 28), _lora_top(name, 28)
+    b = first_trainable_layer(bf16.model)
+    apply_trunk_dtype(bf16.model, b)
+    prompts = [fp32.format_prompt(p) for p in PROMPTS]
+    g32 = fp32.generate(prompts, max_new_tokens=8, do_sample=False, keep_layer=b)
+    g16 = bf16.generate(prompts, max_new_tokens=8, do_sample=False, keep_layer=b)
+    assert [g.text for g in g32] == [g.text for g in g16]
+    for x, y in zip(g32, g16):
+        torch.testing.assert_close(x.response_logprobs, y.response_logprobs, rtol=0, atol=5e-2)
+        assert y.boundary_hidden.dtype == torch.float32
+        rel = (x.boundary_hidden - y.boundary_hidden).norm() / x.boundary_hidden.norm()
+        assert float(rel) < 0.01      # bf16's 8 mantissa bits, through 2 layers
