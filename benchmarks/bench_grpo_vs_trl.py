@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import platform
 import re
 import statistics
@@ -43,6 +44,7 @@ from pathlib import Path
 import torch
 
 from deciplane.agents import load_policy
+from deciplane.agents.precision import autocast_layers
 from deciplane.envs.benchmarks import load_labeled
 from deciplane.trainers.run import lora_targets
 from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
@@ -79,6 +81,8 @@ def run_deciplane(policy, prompts, golds, args) -> list[dict[str, float]]:
     if args.lora_last_layers:
         pol.add_lora(r=args.lora_rank, alpha=2 * args.lora_rank,
                      target_modules=lora_targets(pol, None, args.lora_last_layers))
+    if args.compute_dtype != "float32":      # deciplane's model.compute_dtype
+        autocast_layers(pol.model, getattr(torch, args.compute_dtype))
     model = pol.model
     budget = Budget()
     opt = Optimizer([p for p in model.parameters() if p.requires_grad], lr=args.lr,
@@ -162,7 +166,7 @@ def run_trl(policy, prompts, golds, args) -> list[dict[str, float]]:
                           "update": dt - timers["generate"] - timers["reward"]})
 
     with tempfile.TemporaryDirectory() as out:
-        cfg = TRLConfig(output_dir=out, use_cpu=True, bf16=False, fp16=False,
+        cfg = TRLConfig(output_dir=out, use_cpu=True, bf16=args.trl_bf16, fp16=False,
                         per_device_train_batch_size=args.prompts * args.group,
                         gradient_accumulation_steps=1, num_generations=args.group,
                         max_completion_length=args.max_new_tokens, temperature=1.0, top_k=0,
@@ -201,6 +205,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--lora-last-layers", type=int, default=0,
                     help="LoRA on the last K decoder layers on both sides (0: full fine-tuning)")
     ap.add_argument("--lora-rank", type=int, default=16)
+    ap.add_argument("--compute-dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="deciplane's model.compute_dtype (bf16 autocast per decoder layer)")
+    ap.add_argument("--trl-bf16", action="store_true",
+                    help="TRL with bf16=True (its mixed precision; TRL's CPU default is fp32)")
     ap.add_argument("--out", default="benchmarks/results/grpo_vs_trl.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -216,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
     prompts = [policy.format_prompt(p, "Solve the math problem. Give the final answer as a number.")
                for p in raw]
     ours, theirs = [], []
+    load_start = os.getloadavg()
     for r in range(args.rounds):
         torch.manual_seed(r)
         ours += run_deciplane(policy, prompts, golds, args)
@@ -231,6 +240,9 @@ def main(argv: list[str] | None = None) -> dict:
         "prompts_per_step": args.prompts, "group_size": args.group,
         "max_new_tokens": args.max_new_tokens, "counted_steps_per_side": len(ours),
         "rounds": args.rounds, "threads": args.threads, "trl_version": trl.__version__,
+        "deciplane_compute_dtype": args.compute_dtype, "trl_bf16": args.trl_bf16,
+        "command": " ".join(["python", *sys.argv]), "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
         "torch": torch.__version__, "platform": platform.platform(),
         "deciplane_median_s": a, "trl_median_s": b,
         "ratio_step_time_deciplane_over_trl": a["step"] / b["step"],

@@ -63,6 +63,8 @@ class AdaptConfig:
     """LoRA alpha (finetune=lora)."""
     trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Precision of the frozen weights: `bfloat16` runs every frozen linear layer (LoRA's base weights, or the whole model under TASCO's prefix) in bf16 weights with fp32 inputs and outputs; trainable weights, the embedding, the output layer, norms and attention stay fp32. `auto`: bfloat16 where the CPU has native bf16 (`deciplane doctor`), else float32. Baselines are answered by the same model. Nothing is frozen under finetune=full: it stays fp32."""
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Precision of the matmuls of layers still in fp32 weights (finetune=full; with trunk_dtype=float32 also LoRA's): `bfloat16` runs each decoder layer under torch.autocast (fp32 master weights, bf16 matmuls in sampling, the forward and the backward; logits stay fp32). Only on a CPU with native bf16 or a GPU."""
     lr: float = 1e-4
     """AdamW learning rate."""
     weight_decay: float = 0.0
@@ -283,11 +285,15 @@ class BaseAdapter:
 
     def _cast_frozen(self) -> None:
         """``trunk_dtype``: the frozen linear layers in bf16 (after adapters are added)."""
-        from deciplane.agents.precision import cast_frozen_linears, resolve_trunk_dtype
+        from deciplane.agents.precision import (autocast_layers, cast_frozen_linears,
+                                                resolve_trunk_dtype)
 
         dtype = resolve_trunk_dtype(self.config.trunk_dtype, self.policy.device)
         self.frozen_dtype = str(dtype).removeprefix("torch.")
         self.frozen_linears_cast = cast_frozen_linears(self.policy.model, dtype)
+        if self.config.compute_dtype != "float32":
+            autocast_layers(self.policy.model, getattr(torch, self.config.compute_dtype))
+            self.frozen_dtype += f"+autocast-{self.config.compute_dtype}"   # baseline key
 
     def format(self, task: UnlabeledTask, hint: str | None = None) -> str:
         """The chat-formatted prompt of a task (``hint`` appended on its own line, e.g.

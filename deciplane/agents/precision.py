@@ -21,6 +21,7 @@ rollout kept), so old and new log-probs are computed by the same function.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import torch
@@ -108,6 +109,12 @@ def apply_trunk_dtype(model: nn.Module, upto: int, dtype: torch.dtype = torch.bf
     return upto
 
 
+def _warn_if_slow(device_type: str, dtype: torch.dtype) -> None:
+    if device_type == "cpu" and dtype == torch.bfloat16 and not native_bf16():
+        warnings.warn("bf16 compute on a CPU without native bf16 instructions runs far slower "
+                      "than fp32 (deciplane doctor); use float32 here", stacklevel=3)
+
+
 def _to_low(module, args):
     return _cast(args, module.weight.dtype)
 
@@ -131,6 +138,7 @@ def cast_frozen_linears(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -
     changes ``model`` in place."""
     if dtype == torch.float32:
         return 0
+    _warn_if_slow(next(model.parameters()).device.type, dtype)
     out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     n = 0
     for module in model.modules():
@@ -146,6 +154,45 @@ def cast_frozen_linears(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -
     return n
 
 
+def autocast_layers(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Run every fp32 decoder layer of ``model`` under ``torch.autocast(dtype)``: its
+    matmuls compute in ``dtype`` from the fp32 master weights (which the optimizer keeps
+    and updates), in the forward and in the backward. The residual stream between layers,
+    the embedding, the final norm and the output layer stay fp32, so log-probs come from
+    fp32 logits. Per layer (not around the whole model), so that every path that runs a
+    layer — generation, the teacher-forced update, the frozen-trunk update that runs only
+    the top layers — computes the same function. Layers already cast by
+    :func:`apply_trunk_dtype` are left alone. Returns the number of layers wrapped (0 for
+    float32)."""
+    if dtype == torch.float32:
+        return 0
+    device_type = next(model.parameters()).device.type
+    _warn_if_slow(device_type, dtype)
+    n = 0
+    for layer in _decoder(model).layers:
+        if getattr(layer, "_deciplane_autocast", None) is not None:
+            raise ConfigError("autocast_layers: this model's layers are already wrapped")
+        if any(p.dtype != torch.float32 for p in layer.parameters()):
+            continue                      # a bf16 trunk layer: already low precision
+        stack: list = []
+
+        def enter(module, args, stack=stack):
+            ctx = torch.autocast(device_type, dtype=dtype)
+            ctx.__enter__()
+            stack.append(ctx)
+
+        def leave(module, args, out, stack=stack):
+            stack.pop().__exit__(None, None, None)
+            return _cast(out, torch.float32) if torch.is_tensor(out) or isinstance(out, tuple) \
+                else out
+
+        layer.register_forward_pre_hook(enter)
+        layer.register_forward_hook(leave, always_call=True)
+        layer._deciplane_autocast = dtype
+        n += 1
+    return n
+
+
 def trunk_dtype_of(model: nn.Module) -> tuple[torch.dtype, int] | None:
     """``(dtype, upto)`` set by :func:`apply_trunk_dtype`, or None (all fp32)."""
     try:
@@ -154,5 +201,5 @@ def trunk_dtype_of(model: nn.Module) -> tuple[torch.dtype, int] | None:
         return None
 
 
-__all__ = ["TRUNK_DTYPES", "apply_trunk_dtype", "cast_frozen_linears", "native_bf16", "resolve_trunk_dtype",
-           "trunk_dtype_of"]
+__all__ = ["TRUNK_DTYPES", "apply_trunk_dtype", "autocast_layers", "cast_frozen_linears",
+           "native_bf16", "resolve_trunk_dtype", "trunk_dtype_of"]

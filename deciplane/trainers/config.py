@@ -54,6 +54,8 @@ class ModelConfig:
     """torch.set_num_threads for the run."""
     trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Precision of the frozen layers below the first trainable one (LoRA on the last layers): `bfloat16` runs them in bf16 weights (the trainable layers, the norm and the output layer stay fp32); `auto` = bfloat16 on a CPU with native bf16 instructions (avx512_bf16/amx_bf16; `deciplane doctor` says) or a GPU, else float32 — without them bf16 matmuls are far slower than fp32."""
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
+    """Precision of the trainable decoder layers' matmuls: `bfloat16` runs each of them under torch.autocast (fp32 master weights, bf16 matmuls in the forward and the backward; the residual stream, the norms and the output layer stay fp32), in the rollout and the update alike. Only on a CPU with native bf16 or a GPU. Measured for speed (benchmarks/bench_grpo_vs_trl.py), not for learning: off by default."""
     device: str = "cpu"
     """Where the model trains: `cpu`, `cuda` or `auto`; under `accelerate launch` / `torchrun` `cuda` is each process's own GPU (`cuda:LOCAL_RANK`)."""
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from deciplane.agents.precision import apply_trunk_dtype, resolve_trunk_dtype
+from deciplane.agents.precision import apply_trunk_dtype, autocast_layers, resolve_trunk_dtype
 from deciplane.engine import distributed
 from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
@@ -55,6 +55,8 @@ def build_policy(config: TrainConfig) -> Any:
     dtype = resolve_trunk_dtype(m.trunk_dtype, policy.device)
     if dtype != torch.float32 and m.finetune != "full":   # full fine-tuning: no frozen trunk
         apply_trunk_dtype(policy.model, first_trainable_layer(policy.model), dtype)
+    if m.compute_dtype != "float32":     # the layers still in fp32 (the trainable ones)
+        autocast_layers(policy.model, getattr(torch, m.compute_dtype))
     policy.model.train()
     return policy
 

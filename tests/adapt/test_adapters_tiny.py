@@ -111,3 +111,15 @@ def test_frozen_dtype_enters_the_baseline_key_and_lora_adapters_cast_their_base(
     full = TTRL(load_policy("deciplane/tiny"), TTRLConfig(**{**tiny_settings, "finetune": "full"},
                                                            trunk_dtype="bfloat16"))
     assert full.frozen_linears_cast == 0          # nothing is frozen under full fine-tuning
+
+
+def test_compute_dtype_autocasts_a_full_finetune(tasks, tiny_settings):
+    policy = load_policy("deciplane/tiny")
+    ad = TTRL(policy, TTRLConfig(**{**tiny_settings, "finetune": "full"}, trunk_dtype="bfloat16",
+                                 compute_dtype="bfloat16"))
+    assert ad.frozen_dtype == "bfloat16+autocast-bfloat16" and ad.frozen_linears_cast == 0
+    assert all(layer._deciplane_autocast == torch.bfloat16 for layer in policy.model.model.layers)
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    ad.run(tasks)
+    assert any(not torch.equal(b, p) for b, p in zip(before, policy.model.parameters()))
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())

@@ -159,3 +159,37 @@ def test_bf16_trunk_generation_with_kept_boundary_states():
         assert y.boundary_hidden.dtype == torch.float32
         rel = (x.boundary_hidden - y.boundary_hidden).norm() / x.boundary_hidden.norm()
         assert float(rel) < 0.01      # bf16's 8 mantissa bits, through 2 layers
+
+
+@pytest.mark.parametrize("name", ["deciplane/tiny", "deciplane/smollm2-135m-instruct"])
+def test_autocast_layers_train_fp32_weights_with_bf16_matmuls(name):
+    """model.compute_dtype: bfloat16 — full fine-tuning, every layer under autocast: the
+    weights stay fp32, log-probs come from fp32 logits, the update's forward equals the
+    rollout's (first ratio 1) and its gradient points where fp32's does."""
+    from deciplane.agents.policy import score_responses
+    from deciplane.agents.precision import autocast_layers
+
+    torch.set_num_threads(1)
+    fp32, bf16 = load_policy(name), load_policy(name)
+    n_layers = len(bf16.model.model.layers)
+    assert autocast_layers(bf16.model) == n_layers
+    with pytest.raises(ConfigError, match="already"):
+        autocast_layers(bf16.model)
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in bf16.model.parameters())
+    prompts = [fp32.format_prompt(p) for p in PROMPTS]
+    g32 = fp32.generate(prompts, max_new_tokens=8, do_sample=False)
+    g16 = bf16.generate(prompts, max_new_tokens=8, do_sample=False)
+    if name != "deciplane/tiny":
+        assert [g.text for g in g32] == [g.text for g in g16]
+    args = ([g.prompt_ids for g in g16], [g.response_ids for g in g16])
+    rollout = score_responses(bf16, *args, grad=False)
+    grads = []
+    for policy in (fp32, bf16):
+        policy.model.zero_grad()
+        fwd = score_responses(policy, *args, grad=True)
+        assert fwd.logp.dtype == torch.float32
+        if policy is bf16:      # the same function as the rollout's: ratio exp(0) = 1
+            torch.testing.assert_close(fwd.logp.detach(), rollout.logp, rtol=0, atol=1e-5)
+        fwd.logp[fwd.mask].mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters()]))
+    assert float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0)) > 0.98

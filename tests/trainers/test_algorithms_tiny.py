@@ -140,3 +140,24 @@ def test_distillation_to_another_policy(tmp_path):
     # LoRA starts as the identity (B = 0): student == teacher, so the KL starts at 0
     assert rec["loss/distill"] == pytest.approx(0.0, abs=1e-5)
     assert "cord/teacher_norm" in rec and summary["optimizer_steps"] == 1
+
+
+def test_compute_dtype_bfloat16_trains_fp32_weights_under_autocast(tmp_path):
+    """model.compute_dtype: bfloat16 — every decoder layer runs under autocast (full
+    fine-tuning: nothing frozen), the free-text agent samples and updates through it; the
+    fp32 weights still move and the metrics are finite."""
+    data = dict(BASE, algorithm="text_ppo", iterations=1, max_new_tokens=4,
+                env={"id": COINFLIP, "games_per_iteration": 3, "group_size": 4,
+                     "max_episode_steps": 2},
+                model={"name": "deciplane/tiny", "finetune": "full", "threads": 1,
+                       "compute_dtype": "bfloat16"},
+                optim={"lr": 1e-3, "epochs": 1},
+                eval={"every": 0, "final_splits": [], "before": False})
+    cfg = load_config(data=data)
+    policy = build_policy(cfg)
+    layers = policy.model.model.layers
+    assert all(layer._deciplane_autocast == torch.bfloat16 for layer in layers)
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())
+    summary, changed = _train(data, tmp_path)
+    assert changed, "no parameter changed"
+    _finite(_records(tmp_path))
