@@ -19,7 +19,9 @@ run through the model in the rollout; token x layers forwarded in the update), a
 GFLOP/s (a FLOP model, below) against a bare forward of one prompt, and env steps per
 CPU-second. The ratio cached/today of env steps per CPU-second is the headline.
 ``--compare trunk_dtype`` instead compares the cached path with ``model.trunk_dtype``
-float32 and bfloat16 (the frozen layers in bf16 weights; the trainable ones in fp32).
+float32 and bfloat16 (the frozen layers in bf16 weights; the trainable ones in fp32);
+``--compare compute_dtype`` fp32 everywhere with bf16 everywhere (the trunk in bf16
+weights and the trainable layers under autocast, ``model.compute_dtype``).
 
 FLOP model (per sequence of ``T`` tokens through ``l`` decoder layers): ``l * (2 * P_layer *
 T + 2 * T^2 * H)`` (matmuls, causal attention scores and values) plus ``2 * H * V`` for each
@@ -35,6 +37,10 @@ GFLOP/s are comparable with each other, not with a hardware peak.
     python benchmarks/bench_rlid_throughput.py --compare trunk_dtype \\
         --config benchmarks/configs/quickstart_twx_8727bf9.yaml --rounds 4 --threads 1 \\
         --out benchmarks/results/rlid_throughput_bf16.json
+    # fp32 everywhere vs bf16 everywhere (trunk + autocast of the trainable layers):
+    python benchmarks/bench_rlid_throughput.py --compare compute_dtype \
+        --config benchmarks/configs/quickstart_twx_8727bf9.yaml --rounds 1 --threads 1 \
+        --out benchmarks/results/rlid_throughput_compute_bf16.json
     # a smoke run (tiny model, one round):
     python benchmarks/bench_rlid_throughput.py --model deciplane/tiny --lora-last-layers 1 \\
         --rounds 1 --set env.games_per_iteration=1 --set env.max_episode_steps=3
@@ -46,6 +52,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +70,12 @@ COMPARISONS = {
     # the cached path with an fp32 trunk vs a bf16 trunk (frozen layers in bf16 weights)
     "trunk_dtype": {"fp32": ["frozen_trunk=auto", "model.trunk_dtype=float32"],
                     "bf16": ["frozen_trunk=auto", "model.trunk_dtype=bfloat16"]},
+    # fp32 everywhere vs bf16 everywhere: the trunk in bf16 weights and the trainable
+    # layers under autocast (model.compute_dtype), in the rollout, the update and BC
+    "compute_dtype": {"fp32": ["frozen_trunk=auto", "model.trunk_dtype=float32",
+                               "model.compute_dtype=float32"],
+                      "bf16": ["frozen_trunk=auto", "model.trunk_dtype=bfloat16",
+                               "model.compute_dtype=bfloat16"]},
 }
 
 
@@ -266,6 +279,7 @@ def main() -> None:
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps({
+            "command": " ".join(["python", *sys.argv]),
             "model": cfg0.model.name, "config": a.config, "sets": sets, "rounds": a.rounds,
             "compare": a.compare, "paths": paths,
             "threads": a.threads, "load_average": os.getloadavg(), "machine": platform.processor(),
