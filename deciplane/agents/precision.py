@@ -133,9 +133,9 @@ def cast_frozen_linears(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -
     This is the bf16 path where a frozen trunk of whole layers does not exist — LoRA in
     every layer (the test-time adapters) or a fully frozen model with a trainable prefix
     (TASCO): gradients still reach every trainable tensor, through the bf16 matmuls.
-    Returns the number of layers cast (0 for float32: nothing changes). Call it after adapters
-    are added and before any forward (a second call finds nothing left to cast); it
-    changes ``model`` in place."""
+    Returns the number of linear modules cast (0 for float32: nothing changes). Call it
+    after adapters are added and before any forward (a second call finds nothing left to
+    cast); it changes ``model`` in place."""
     if dtype == torch.float32:
         return 0
     _warn_if_slow(next(model.parameters()).device.type, dtype)
