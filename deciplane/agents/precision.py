@@ -183,8 +183,7 @@ def autocast_layers(model: nn.Module, dtype: torch.dtype = torch.bfloat16) -> in
 
         def leave(module, args, out, stack=stack):
             stack.pop().__exit__(None, None, None)
-            return _cast(out, torch.float32) if torch.is_tensor(out) or isinstance(out, tuple) \
-                else out
+            return _cast(out, torch.float32)      # anything else passes unchanged
 
         layer.register_forward_pre_hook(enter)
         layer.register_forward_hook(leave, always_call=True)
