@@ -29,7 +29,10 @@ def columns(path: str, tasks: dict | None, split: str) -> list[tuple[str, dict]]
         return [(path, per_task_type_report(data))]
     if tasks is None:
         raise SystemExit(f"{path} is a training summary: pass --tasks <evaluate report>")
-    name = Path(path).parent.name
+    # runs/x/summary.json -> "x"; results/y/items_summary.json -> "y/items_summary"
+    # (two summaries of one folder get two names)
+    f = Path(path)
+    name = f.parent.name if f.stem == "summary" else f"{f.parent.name}/{f.stem}"
     cols = []
     for key, title in STAGES:
         evaluation = (data.get(key) or {}).get(split)
