@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
     finally:
         for a in algos.values():
             a.close()
-    result = {"command": "python benchmarks/bench_eval_workers.py " + " ".join(argv or []),
+    result = {"command": "python benchmarks/bench_eval_workers.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "config": table[settings[0]][0], "settings": table, "episodes": args.episodes,
               "load_average_start": [round(x, 2) for x in load0],
               "load_average_end": [round(x, 2) for x in os.getloadavg()],
