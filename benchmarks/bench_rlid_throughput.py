@@ -17,7 +17,9 @@ CPU-s per decision for rollout and update (``time.process_time`` of this process
 it with ``--threads 1`` alone on the machine), tokens computed per decision (prompt tokens
 run through the model in the rollout; token x layers forwarded in the update), achieved
 GFLOP/s (a FLOP model, below) against a bare forward of one prompt, and env steps per
-CPU-second. The ratio cached/today of env steps per CPU-second is the headline.
+CPU-second and per wall-second of rollout + update (with ``--threads 2`` the wall clock is
+what a run feels; CPU-s then count both threads). The ratio cached/today of env steps per
+CPU-second is the headline.
 ``--compare trunk_dtype`` instead compares the cached path with ``model.trunk_dtype``
 float32 and bfloat16 (the frozen layers in bf16 weights; the trainable ones in fp32);
 ``--compare compute_dtype`` fp32 everywhere with bf16 everywhere (the trunk in bf16
@@ -41,6 +43,10 @@ GFLOP/s are comparable with each other, not with a hardware peak.
     python benchmarks/bench_rlid_throughput.py --compare compute_dtype \
         --config benchmarks/configs/quickstart_twx_8727bf9.yaml --rounds 1 --threads 1 \
         --out benchmarks/results/rlid_throughput_compute_bf16.json
+    # the same on two threads, as the demo runs its rollouts and updates (per wall-second):
+    python benchmarks/bench_rlid_throughput.py --compare compute_dtype \
+        --config benchmarks/configs/quickstart_twx_8727bf9.yaml --rounds 1 --threads 2 \
+        --out benchmarks/results/rlid_throughput_compute_bf16_2threads.json
     # a smoke run (tiny model, one round):
     python benchmarks/bench_rlid_throughput.py --model deciplane/tiny --lora-last-layers 1 \\
         --rounds 1 --set env.games_per_iteration=1 --set env.max_episode_steps=3
@@ -138,16 +144,16 @@ def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: 
     k = s["layers"] - (algo.trunk_boundary or 0)            # layers the update forwards
     trained = s["layers"] - first_trainable_layer(algo.policy.model)   # ... backpropagates
     tok0 = agent.tokens_computed
-    t = time.process_time()
+    t, w = time.process_time(), time.perf_counter()
     batch = algo.rollout(it, seed)
-    rollout_s = time.process_time() - t
+    rollout_s, rollout_w = time.process_time() - t, time.perf_counter() - w
     decs = batch.data.decisions
     rollout_tokens = agent.tokens_computed - tok0
     prompt_lens = [int(d.prompt_ids.numel()) for d in decs]
-    t = time.process_time()
+    t, w = time.process_time(), time.perf_counter()
     before = counter[0]
     trainer._update(batch, seed)
-    update_s = time.process_time() - t
+    update_s, update_w = time.process_time() - t, time.perf_counter() - w
     o = algo.config.optim
     # tokens through the update's layers: every prompt whole (today), or as counted (the
     # micro-batch's shared prefix once); its FLOPs scaled by that share
@@ -165,7 +171,8 @@ def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: 
         s["layers"] * 2 * n * n * s["hidden"] for n in prompt_lens) \
         + 2 * s["hidden"] * s["vocab"] * len(decs)
     out = {"decisions": len(decs), "env_steps": batch.env_steps, "rollout_cpu_s": rollout_s,
-           "update_cpu_s": update_s, "rollout_tokens": rollout_tokens,
+           "update_cpu_s": update_s, "rollout_wall_s": rollout_w, "update_wall_s": update_w,
+           "rollout_tokens": rollout_tokens,
            "update_token_layers": tokens * k,
            "prompt_tokens": sum(prompt_lens), "rollout_gflop": rollout_flops / 1e9,
            "update_gflop": update_flops / 1e9, "bc_cpu_s": 0.0, "bc_decisions": 0}
@@ -210,6 +217,9 @@ def summarise(rows: list[dict[str, float]], bare_gflops: float) -> dict[str, flo
         "update_gflop_per_s": tot["update_gflop"] / max(tot["update_cpu_s"], 1e-9),
         "bare_forward_gflop_per_s": bare_gflops,
         "env_steps_per_cpu_s": tot["env_steps"] / max(cpu, 1e-9),
+        # with --threads 2 the wall clock is what a user feels (CPU-s count both threads)
+        "env_steps_per_wall_s": tot["env_steps"] / max(
+            tot["rollout_wall_s"] + tot["update_wall_s"], 1e-9),
     }
 
 
@@ -269,13 +279,15 @@ def main() -> None:
             rows[name].append(run_round(name, algo, trainer, r, seed, a.bc_epochs, s, lora))
     res = {n: summarise(v, bare_gflops) for n, v in rows.items()}
     ratio = res[other]["env_steps_per_cpu_s"] / max(res[base]["env_steps_per_cpu_s"], 1e-12)
+    wall_ratio = res[other]["env_steps_per_wall_s"] / max(res[base]["env_steps_per_wall_s"], 1e-12)
     keys = [k for k in res[base] if k not in ("decisions", "env_steps")]
     print(f"\n{'per decision / rate':<36}{base:>12}{other:>12}{other + '/' + base:>14}")
     for k in keys:
         t_, c_ = res[base][k], res[other][k]
         print(f"{k:<36}{t_:>12.4g}{c_:>12.4g}{(c_ / t_ if t_ else float('nan')):>14.3f}")
     print(f"\nenv steps per CPU-second, {other}/{base}: {ratio:.2f}x "
-          f"(model {cfg0.model.name}, lora_last_layers={cfg0.model.lora_last_layers})")
+          f"(model {cfg0.model.name}, lora_last_layers={cfg0.model.lora_last_layers}); "
+          f"per wall-second {wall_ratio:.2f}x")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps({
@@ -284,7 +296,8 @@ def main() -> None:
             "compare": a.compare, "paths": paths,
             "threads": a.threads, "load_average": os.getloadavg(), "machine": platform.processor(),
             "bare_forward": {"tokens": bare_t, "cpu_s": bare_s, "gflop_per_s": bare_gflops},
-            "results": res, "rows": rows, "env_steps_per_cpu_s_ratio": ratio}, indent=1))
+            "results": res, "rows": rows, "env_steps_per_cpu_s_ratio": ratio,
+            "env_steps_per_wall_s_ratio": wall_ratio}, indent=1))
     for _, algo, _ in side.values():
         algo.close()
 

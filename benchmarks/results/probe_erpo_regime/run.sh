@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Issue 25 item 3: Probe-ERPO in its regime on easy-funcs test (greedy 0.62, mid-range).
+# One full pass over the 100 tasks (25 steps x 4 prompts, against the default 12 steps =
+# 48 visits), negative-only (default) and with the positive side (reinforce_top).
+# Resumable: a run with summary.json is skipped, a cut run resumes.  One thread each.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+RUNS=${RUNS:-runs/perpo-regime}
+seed=${SEED:-0}
+for variant in steps25_top steps25; do
+  dir=$RUNS/$variant-s$seed
+  [ -f "$dir/summary.json" ] && continue
+  extra=(--set max_steps=25)
+  [ "$variant" = steps25_top ] && extra+=(--set reinforce_top=true)
+  resume=(); [ -d "$dir" ] && resume=(--resume)
+  .venv/bin/deciplane adapt probe-erpo --benchmark easy-funcs --split test --seed "$seed" \
+      --model deciplane/smollm2-135m-instruct --threads 1 "${extra[@]}" \
+      --baseline-cache "$RUNS/cache" --run-dir "$dir" "${resume[@]}"
+  cp "$dir/summary.json" "benchmarks/results/probe_erpo_regime/$variant-s$seed.summary.json"
+  cat /proc/loadavg > "benchmarks/results/probe_erpo_regime/$variant-s$seed.load_end.txt"
+done
