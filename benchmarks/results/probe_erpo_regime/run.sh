@@ -2,12 +2,13 @@
 # Issue 25 item 3: Probe-ERPO in its regime on easy-funcs test (greedy 0.62, mid-range).
 # One full pass over the 100 tasks (25 steps x 4 prompts, against the default 12 steps =
 # 48 visits), negative-only (default) and with the positive side (reinforce_top).
+# VARIANTS="steps25" runs only those (two can run side by side once the baselines are cached).
 # Resumable: a run with summary.json is skipped, a cut run resumes.  One thread each.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 RUNS=${RUNS:-runs/perpo-regime}
 seed=${SEED:-0}
-for variant in steps25_top steps25; do
+for variant in ${VARIANTS:-steps25_top steps25}; do
   dir=$RUNS/$variant-s$seed
   [ -f "$dir/summary.json" ] && continue
   extra=(--set max_steps=25)
