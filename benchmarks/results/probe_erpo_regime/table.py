@@ -24,7 +24,7 @@ def main() -> None:
     rows = []
     for name, f in RUNS.items():
         if not f.is_file():
-            rows.append(f"| {name} | not run | | | | | | |")
+            rows.append(f"| {name} | not run |" + " |" * 7)
             continue
         s = json.loads(f.read_text())
         pv = s["paired_vs_baselines"]
