@@ -45,6 +45,8 @@ PLAN = [("ttrl", "products-1d"), ("ttpo", "products-1d"), ("tasco", "products-1d
 CODE = ("adapt", "objectives", "engine", "agents", "envs/benchmarks")
 """Sources (under the package) whose digest decides whether a committed run still holds."""
 
+TABLE_SEEDS = (0, 1, 2)
+
 
 def code_digest() -> str:
     h = hashlib.blake2b(digest_size=12)
@@ -87,10 +89,35 @@ def run_one(method: str, bench: str, seed: int, runs: Path, threads: int) -> tup
     return json.loads((run_dir / "summary.json").read_text()), cmd
 
 
+def existing_run(method: str, bench: str, seed: int, runs: Path, digest: str) -> dict | None:
+    """A finished run of this code with the adapter's defaults: committed, else local."""
+    name = f"{bench}-{method}-s{seed}"
+    s = committed_run(name, method, digest)
+    local = runs / name / "summary.json"
+    if s is None and local.is_file():
+        s = json.loads(local.read_text())
+        if s.get("config") != default_config(method):
+            s = None                                      # made with other options
+    return s
+
+
+def collect(runs: Path, seeds: list[int], digest: str) -> dict[str, list[dict]]:
+    """Every existing run of the plan, by benchmark (whichever process made it)."""
+    out: dict[str, list[dict]] = {}
+    for method, bench in PLAN:
+        for seed in seeds:
+            s = existing_run(method, bench, seed, runs, digest)
+            if s is not None:
+                out.setdefault(bench, []).append(s)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--only", default="", help="comma-separated adapters (default: all four)")
+    ap.add_argument("--seeds", default="0,1,2", help="seeds to run (the table shows 0, 1, 2 "
+                    "and these)")
+    ap.add_argument("--only", default="", help="comma-separated adapters to run (default: all "
+                    "four); the table always shows every run that exists")
     ap.add_argument("--runs", default="runs/tta", help="where the runs and the baseline cache go")
     ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
     ap.add_argument("--threads", type=int, default=1)
@@ -98,42 +125,31 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     runs = Path(a.runs)
     seeds = [int(s) for s in a.seeds.split(",")]
+    table_seeds = sorted(set(TABLE_SEEDS) | set(seeds))
     only = {m for m in a.only.split(",") if m}
     digest = code_digest()
     COMMITTED.mkdir(parents=True, exist_ok=True)
-    summaries: dict[str, list[dict]] = {}
-    new = 0
-    for method, bench in PLAN:
-        if only and method not in only:
-            continue
-        for seed in seeds:
-            name = f"{bench}-{method}-s{seed}"
-            s = committed_run(name, method, digest)
-            local = runs / name / "summary.json"
-            if s is None and local.is_file():
-                s = json.loads(local.read_text())
-                if s.get("config") != default_config(method):
-                    s = None                              # made with other options
-            if s is None and not a.table_only and (a.max_runs is None or new < a.max_runs):
-                load0 = os.getloadavg()
-                t0 = time.time()
-                s, cmd = run_one(method, bench, seed, runs, a.threads)
-                new += 1
-                shutil.copy(runs / name / "summary.json", COMMITTED / f"{name}.summary.json")
-                (COMMITTED / f"{name}.meta.json").write_text(json.dumps({
-                    "command": " ".join(["deciplane"] + cmd[3:]), "commit": git_commit(ROOT),
-                    "code_digest": digest, "config": default_config(method),
-                    "load_avg_before": load0, "load_avg_after": os.getloadavg(),
-                    "wall_s": round(time.time() - t0, 1),
-                    "date": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
-                write_table({**summaries, bench: summaries.get(bench, []) + [s]}, seeds)
-            if s is not None:
-                summaries.setdefault(bench, []).append(s)
-    write_table(summaries, seeds)
-    missing = sum(1 for m, b in PLAN if not only or m in only for _ in seeds) - \
-        sum(len(v) for v in summaries.values())
-    print(f"{TABLE.relative_to(ROOT)}: {sum(len(v) for v in summaries.values())} runs, "
-          f"{missing} still to run")
+    todo = [] if a.table_only else [
+        (method, bench, seed) for method, bench in PLAN if not only or method in only
+        for seed in seeds if existing_run(method, bench, seed, runs, digest) is None]
+    for method, bench, seed in todo[:a.max_runs]:
+        name = f"{bench}-{method}-s{seed}"
+        load0 = os.getloadavg()
+        t0 = time.time()
+        _, cmd = run_one(method, bench, seed, runs, a.threads)
+        shutil.copy(runs / name / "summary.json", COMMITTED / f"{name}.summary.json")
+        (COMMITTED / f"{name}.meta.json").write_text(json.dumps({
+            "command": " ".join(["deciplane"] + cmd[3:]), "commit": git_commit(ROOT),
+            "code_digest": digest, "config": default_config(method),
+            "load_avg_before": load0, "load_avg_after": os.getloadavg(),
+            "wall_s": round(time.time() - t0, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M")}, indent=1) + "\n")
+        write_table(collect(runs, table_seeds, digest), table_seeds)
+    summaries = collect(runs, table_seeds, digest)
+    write_table(summaries, table_seeds)
+    have = sum(len(v) for v in summaries.values())
+    print(f"{TABLE.relative_to(ROOT)}: {have} runs, {len(PLAN) * len(table_seeds) - have} "
+          "still to run")
     return 0
 
 
