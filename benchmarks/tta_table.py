@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries = collect(runs, table_seeds, digest)
     write_table(summaries, table_seeds)
     have = sum(len(v) for v in summaries.values())
-    print(f"{TABLE.relative_to(ROOT)}: {have} runs, {len(PLAN) * len(table_seeds) - have} "
+    print(f"{TABLE}: {have} runs, {len(PLAN) * len(table_seeds) - have} "
           "still to run")
     return 0
 
