@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "tta"
 
 
-def _load_tta_table():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+def _load_tta_table(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))      # for its summarize_adapt import
     spec = importlib.util.spec_from_file_location("tta_table", ROOT / "benchmarks" / "tta_table.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -23,7 +21,7 @@ def _load_tta_table():
 def test_only_limits_what_runs_not_what_the_table_shows(tmp_path, monkeypatch):
     """``--only X`` with nothing left to run still rewrites the table with every run that
     exists (it once dropped the other adapters' sections)."""
-    tta = _load_tta_table()
+    tta = _load_tta_table(monkeypatch)
     runs = tmp_path / "runs"
     names = ["products-1d-ttrl-s0", "easy-funcs-probe-erpo-s0"]
     for name in names:        # local runs with today's default configs
@@ -46,12 +44,11 @@ def test_only_limits_what_runs_not_what_the_table_shows(tmp_path, monkeypatch):
 
 
 def test_a_local_run_with_other_options_is_not_shown(tmp_path, monkeypatch):
-    tta = _load_tta_table()
+    tta = _load_tta_table(monkeypatch)
     runs = tmp_path / "runs"
     name = "products-1d-ttrl-s0"
     (runs / name).mkdir(parents=True)
-    shutil.copy(RESULTS / f"{name}.summary.json", runs / name / "summary.json")
-    summary = json.loads((runs / name / "summary.json").read_text())
+    summary = json.loads((RESULTS / f"{name}.summary.json").read_text())
     summary["config"] = {**tta.default_config("ttrl"), "max_steps": 3}
     (runs / name / "summary.json").write_text(json.dumps(summary))
     monkeypatch.setattr(tta, "COMMITTED", tmp_path / "committed")
