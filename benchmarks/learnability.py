@@ -19,7 +19,7 @@ observation (a memory of what was tried: on twc a wrong put costs points, and wi
 the state after taking the object back is the state before the wrong put).
 
 Also the ambiguity of each view: the share of expert decisions whose (observation, sorted
-menu) equals another's with a different expert action (``deciplane.envs.menu_env
+menu) equals another's with a different expert action (``deciplane.envs.menu.text
 .ambiguous_share``).
 
 Choose configurations on ``--fold valid``; report the chosen one on ``--fold test``.
@@ -59,7 +59,7 @@ import torch
 import deciplane  # noqa: F401  (registers the environments)
 from deciplane.agents import MenuAgent, load_policy
 from deciplane.engine.trunk import menu_update_logits, trunk_boundary
-from deciplane.envs.menu_env import ambiguous_share
+from deciplane.envs.menu.text import ambiguous_share
 from deciplane.objectives.distill import expert_distill_loss
 from deciplane.stats import wilson_interval
 from deciplane.trainers.rlid_ppo import expert_fit, pad_menu_log_probs

@@ -24,6 +24,10 @@ MOVED: dict[str, str] = {
     "deciplane.envs.arith": "deciplane.envs.benchmarks.arith",
     "deciplane.envs.scorer": "deciplane.envs.benchmarks.scorer",
     "deciplane.envs.codeopt_env": "deciplane.envs.codeopt.env",
+    # the menu envs' shared code: one package (the old menu_env held both the text helpers
+    # and the base env; the package exports both)
+    "deciplane.envs.menus": "deciplane.envs.menu.menu",
+    "deciplane.envs.menu_env": "deciplane.envs.menu",
     # command-line modules: all under deciplane.cli
     "deciplane.envs.codeopt.commands": "deciplane.cli.codeopt",
     "deciplane.trainers.commands": "deciplane.cli.train",

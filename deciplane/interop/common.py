@@ -78,7 +78,7 @@ def menu_choice(reply: str, menu: Any, labels: str = "numbers") -> int:
     """The menu index a reply names: a line of the menu (case and spacing ignored, a
     trailing period too) or its label as :func:`menu_prompt` listed it; ``len(menu)`` (the
     env's invalid action) otherwise."""
-    from deciplane.envs.menu_env import normalize_command
+    from deciplane.envs.menu.text import normalize_command
 
     text = normalize_command(str(reply).strip().strip("."))
     lines = [normalize_command(str(a)) for a in menu]

@@ -351,7 +351,7 @@ class OpenEnvGymEnv(gym.Env):
                  menu_field: str = "menu", action_field: str = "command", max_menu: int = 64,
                  message_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
                  reset_kwargs: Mapping[str, Any] | None = None) -> None:
-        from deciplane.envs.menu_env import MAX_OBS_CHARS, OBS_CHARSET
+        from deciplane.envs.menu.text import MAX_OBS_CHARS, OBS_CHARSET
         from deciplane.envs.spaces import ObservationText
 
         self.text_field, self.menu_field, self.action_field = text_field, menu_field, action_field

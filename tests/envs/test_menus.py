@@ -1,4 +1,4 @@
-"""deciplane.envs.menus: the seeded menu shuffle shared by every menu environment."""
+"""deciplane.envs.menu.menu: the seeded menu shuffle shared by every menu environment."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from deciplane.envs.menus import (PAGE_ACTION, MenuArranger, MenuView, as_menu_index,
-                                  check_menu_order, check_menu_overflow, menu_page,
-                                  menu_seed_for, page_count, shuffle_key, shuffled_order)
+from deciplane.envs.menu.menu import (PAGE_ACTION, MenuArranger, MenuView, as_menu_index,
+                                      check_menu_order, check_menu_overflow, menu_page,
+                                      menu_seed_for, page_count, shuffle_key, shuffled_order)
 from deciplane.errors import ConfigError, InvalidAction, MenuTooLarge
 
 ACTIONS = ["go north", "go south", "take coin", "open door", "look", "inventory", "eat apple"]

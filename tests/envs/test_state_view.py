@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import deciplane  # noqa: F401
-from deciplane.envs.menu_env import ambiguous_share, state_view
+from deciplane.envs.menu.text import ambiguous_share, state_view
 from deciplane.errors import ConfigError
 
 

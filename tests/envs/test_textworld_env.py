@@ -132,7 +132,7 @@ def test_shuffled_menus_expert_follows_and_task_in_observation(suites):
 
 
 def test_paged_menus_textworld(suites):
-    from deciplane.envs.menus import PAGE_ACTION
+    from deciplane.envs.menu.menu import PAGE_ACTION
     from deciplane.errors import MenuTooLarge
 
     suite = suites["embedded"]

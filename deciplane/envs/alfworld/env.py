@@ -12,20 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from deciplane.envs.alfworld import official
 from deciplane.envs.alfworld.expert import DEFAULT_TIMEOUT_S, PlanFollower
 from deciplane.envs.alfworld.generator import (ALIASES, load_game, make_alfworld_suite,
                                                new_pddl_env, resolve_split)
 from deciplane.envs.alfworld.pddl import (COMMAND_STYLES, TASK_TYPES, GameData,
                                           restyle_grammar, translate_command, with_goal)
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
-                                  menu_seed_for)
-from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
-                                     check_observation_view, clean_observation,
-                                     normalize_command, state_view)
-from deciplane.envs.spaces import check_text_action
+from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand
+from deciplane.envs.menu.text import MAX_COMMAND_CHARS, clean_observation, state_view
 from deciplane.errors import ConfigError, GameError
 
 SOURCES = ("auto", "official", "generated")
@@ -111,9 +105,12 @@ class ALFWorldEnv(MenuTextEnv):
     ``valid`` is ``valid_seen``); generated ``valid_unseen`` games use room layouts that
     no ``train``/``valid_seen`` game uses.
 
-    ``reset(seed=s)`` plays game ``s % num_tasks``; ``reset(options={"game": i})`` (or
-    ``{"task": i}``) plays game ``i`` (an index or a name). Without either, games come in
-    a shuffled order that covers the suite before repeating.
+    ``reset(seed=s)`` picks the game deterministically from ``s`` (the first game of an
+    order shuffled with ``s``; before deciplane 0.2 it was game ``s % num_tasks``, which
+    ``options={"game": s % num_tasks}`` plays); ``reset(options={"game": i})`` (or
+    ``{"task": i}``) plays game ``i`` (an index, a name or a folder). Without options,
+    games come in a shuffled order that covers the suite before repeating (the rule of
+    every menu env: :class:`deciplane.envs.menu.base.MenuTextEnv`).
 
     ## Observation
 
@@ -124,14 +121,14 @@ class ALFWorldEnv(MenuTextEnv):
     ``observation="state"``: the task, ``Location:`` (the receptacle the agent last went
     to, or the room's overview before it moved), the inventory (what the agent holds, from
     the game's facts), ``Last action:`` and ``Last reply:`` the game's feedback —
-    :func:`deciplane.envs.menu_env.state_view`.
+    :func:`deciplane.envs.menu.text.state_view`.
 
     ## Action
 
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
     ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, sorted
     (``menu_order="sorted"``, default) or in a seeded shuffled order
-    (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the menu seed is
+    (``menu_order="shuffled"``, see :mod:`deciplane.envs.menu.menu`: the menu seed is
     ``reset(options={"menu_seed": s})``, else the reset seed, else random).
     ``info["action_mask"]`` marks the valid indices. An index outside the space raises
     :class:`deciplane.errors.InvalidAction`; a masked index is an *invalid move*: the game
@@ -154,10 +151,12 @@ class ALFWorldEnv(MenuTextEnv):
     ## Episode end
 
     ``terminated`` when the goal is reached (ALFWorld games cannot be lost); ``truncated``
-    after ``max_episode_steps`` steps (``gym.make`` applies a ``TimeLimit`` of 50 steps,
-    ALFWorld's own budget, unless ``gym.make(..., max_episode_steps=N)``), or at once when
-    a state offers no command at all (``info["empty_menu"] = True``; the same rule as the
-    other menu envs).
+    by Gymnasium's ``TimeLimit`` (``gym.make`` applies one of 50 steps, ALFWorld's own
+    budget, unless ``gym.make(..., max_episode_steps=N)``; an env constructed directly has
+    no step limit unless wrapped in ``gymnasium.wrappers.TimeLimit``), or by the env at
+    once when a state offers no command at all (``info["empty_menu"] = True``; the same
+    rule as the other menu envs). ``step`` after the end raises
+    ``gymnasium.error.ResetNeeded``.
 
     ## Info
 
@@ -189,7 +188,7 @@ class ALFWorldEnv(MenuTextEnv):
       that see only the last few observations.
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``; ``menu_overflow``:
       ``"error"`` (default) or ``"page"`` (see Action).
-    * ``max_menu`` (64), ``max_episode_steps``, ``expert`` (False), ``expert_timeout_s``
+    * ``max_menu`` (64), ``expert`` (False), ``expert_timeout_s``
       (2.0: the plan is kept while the agent follows it; a replan after a deviation runs in
       a child process killed after this long, as fast-downward can search for minutes from
       states off the expert's path), ``action_mode``,
@@ -202,25 +201,20 @@ class ALFWorldEnv(MenuTextEnv):
                  data_dir: str | os.PathLike | None = None,
                  task_types: Sequence[str] | None = None, suite_seed: int = 0,
                  verify_games: bool | None = None, command_style: str = "move",
-                 max_menu: int = 64, max_episode_steps: int | None = None,
-                 expert: bool = False, expert_timeout_s: float = DEFAULT_TIMEOUT_S,
-                 action_mode: str = "menu",
+                 max_menu: int = 64, expert: bool = False,
+                 expert_timeout_s: float = DEFAULT_TIMEOUT_S, action_mode: str = "menu",
                  invalid_action_penalty: float = 0.0, task_in_observation: bool = False,
                  menu_order: str = "sorted", menu_overflow: str = "error",
                  render_mode: str | None = None, progress: bool | None = None,
                  observation: str = "feedback") -> None:
-        if action_mode not in ("menu", "text"):
-            raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
-        if int(max_menu) < 1:
-            raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
-        if max_episode_steps is not None and int(max_episode_steps) < 1:
-            raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-        if render_mode not in (None, "ansi", "human"):
-            raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
+        super().__init__(max_menu=max_menu, action_mode=action_mode, render_mode=render_mode,
+                         menu_order=menu_order, menu_overflow=menu_overflow,
+                         observation=observation, expert=expert,
+                         invalid_action_penalty=invalid_action_penalty,
+                         task_in_observation=task_in_observation)
         if command_style not in ("move", "put", "native"):
             raise ConfigError(f"command_style must be 'move', 'put' or 'native', got "
                               f"{command_style!r}")
-        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow)
         if progress is None:
             progress = sys.stderr.isatty()
         self.suite = make_suite(source, split, n_games, data_dir, suite_seed, task_types,
@@ -228,94 +222,14 @@ class ALFWorldEnv(MenuTextEnv):
         self.source = self.suite.source
         self.split = self.suite.split
         self.command_style = command_style
-        self.max_menu = int(max_menu)
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.expert = bool(expert)
         self._planner = PlanFollower(float(expert_timeout_s))  # ConfigError unless > 0
-        self.action_mode = action_mode
-        self.invalid_action_penalty = float(invalid_action_penalty)
-        self.task_in_observation = bool(task_in_observation)
-        self.observation = check_observation_view(observation)
         self._room = ""
         self._at: str | None = None
-        self.menu_order, self.menu_overflow = menu_order, menu_overflow
-        self._menu_seed = 0
-        self.render_mode = render_mode
-        self._init_spaces(action_mode, self.max_menu)
         self._games: OrderedDict[int, tuple[Any, GameData, str]] = OrderedDict()
-        self._order: np.ndarray | None = None
-        self._pos = 0
         self._env: Any = None
         self._game: GameData | None = None
         self._style = "move"
-        self._game_index = -1
-        self._obs = ""
         self._state: Any = None
-        self._steps = 0
-        self._invalid = 0
-        self._done = True
-
-    # ---- gymnasium API ------------------------------------------------------------------
-
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        n = len(self.suite)
-        game = (options or {}).get("game", (options or {}).get("task"))
-        if game is not None:
-            index = self._game_from_option(game)
-        elif seed is not None:
-            index = int(seed) % n
-            self._order, self._pos = self.np_random.permutation(n), 0
-        else:
-            if self._order is None or self._pos >= len(self._order):
-                self._order, self._pos = self.np_random.permutation(n), 0
-            index = int(self._order[self._pos])
-            self._pos += 1
-        self._game_index = index
-        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._view.start_episode(self._menu_seed)
-        self._env, self._game, self._style = self._load(index)
-        state = self._env.reset()
-        if self.expert:
-            self._planner.start(self._env)
-        self._steps, self._invalid, self._done = 0, 0, False
-        self._room = strip_welcome(state.feedback).split("Your task is to")[0].strip()
-        self._at = None   # the receptacle the agent went to last (state view)
-        self._observe(state, strip_welcome(state.feedback))
-        return self._obs, self._info(invalid=False)
-
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise GameError("step() after the episode ended; call reset() first")
-        translated = rejected = None
-        if self.action_mode == "menu":
-            index = as_menu_index(action)
-            command = self._view.command_at(index)
-            send, invalid = command is not None, command is None
-            if send and self._view.turn_page(index):
-                send = False
-        else:
-            command, send, invalid, translated, rejected = self._command_from_text(action)
-        self._steps += 1
-        reward = 0.0
-        if send:
-            won_before = bool(self._state["won"])
-            state, _, _ = self._env.step(command)
-            if self.expert:
-                self._planner.after(self._env, command, bool(state["won"]))
-            feedback = state.feedback
-            if self.task_in_observation and self.observation == "feedback":
-                feedback = f"Your task is to: {self._game.goal}.\n\n{feedback}"
-            self._observe(state, feedback, command)
-            reward = float(bool(state["won"]) and not won_before)
-        if invalid:
-            self._invalid += 1
-            reward += self.invalid_action_penalty
-        result = self._end_step(reward, bool(self._state["won"]), invalid, rejected)
-        if translated is not None:
-            result[4]["translated_command"] = translated
-        return result
 
     def close(self) -> None:
         self._games.clear()
@@ -333,23 +247,74 @@ class ALFWorldEnv(MenuTextEnv):
     def split_fingerprint(self) -> str:
         return self.suite.fingerprint
 
+    # ---- MenuTextEnv hooks ----------------------------------------------------------------
+
+    def _find_game(self, name: str) -> int:
+        for i, (game, folder) in enumerate(zip(self.suite.names, self.suite.folders)):
+            if name in (game, str(folder)):
+                return i
+        return -1
+
+    def _game_hint(self) -> str:
+        return f" (one of: {', '.join(self.suite.names[:10])})"
+
+    def _load(self, index: int) -> Any:
+        self._env, self._game, self._style = self._cached_game(index)
+        state = self._env.reset()
+        if self.expert:
+            self._planner.start(self._env)
+        self._room = strip_welcome(state.feedback).split("Your task is to")[0].strip()
+        self._at = None   # the receptacle the agent went to last (state view)
+        return state
+
+    def _send(self, command: str) -> float:
+        won_before = bool(self._state["won"])
+        state, _, _ = self._env.step(command)
+        if self.expert:
+            self._planner.after(self._env, command, bool(state["won"]))
+        self._observe(state, command)
+        return float(bool(state["won"]) and not won_before)
+
+    def _game_over(self) -> bool:
+        return bool(self._state["won"])   # ALFWorld games cannot be lost
+
+    def _observe(self, state: Any, command: str | None = None) -> None:
+        if command is None:   # the reset's text: the room and the task
+            obs = strip_welcome(state.feedback)
+        elif self.task_in_observation and self.observation == "feedback":
+            obs = f"Your task is to: {self._game.goal}.\n\n{state.feedback}"
+        else:
+            obs = state.feedback
+        self._state = state
+        if self.observation == "state":
+            reply = obs.split("Your task is to")[0].strip()
+            self._at = arrival_place(reply) or self._at
+            where = f"You are at {self._at}." if self._at else self._room
+            held = alfworld_inventory(state._facts)
+            obs = state_view(f"Your task is to: {self._game.goal}.", where,
+                             "Inventory: " + (", ".join(f"a {x}" for x in held) or "nothing"),
+                             "" if reply == self._room else reply, command)
+        self._obs = clean_observation(obs)
+        self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
+                        source=self.suite.names[self._game_index])
+
+    def _parse_command(self, command: str) -> ParsedCommand:
+        """Empty or too long: invalid, unsent. A put command in the other ALFWorld
+        version's template is rewritten to the env's ``command_style``; a command the menu
+        does not list is sent (the game answers "Nothing happens.") and invalid."""
+        if not command or len(command.encode()) > MAX_COMMAND_CHARS:
+            return ParsedCommand(command, send=False, invalid=True)
+        translated = None
+        if self._view.position(command) < 0:
+            other = translate_command(command, self._style)
+            if other is not None:
+                translated, command = f"{command} -> {other}", other
+        return ParsedCommand(command, send=True, invalid=self._view.position(command) < 0,
+                             translated=translated)
+
     # ---- internals -----------------------------------------------------------------------
 
-    def _game_from_option(self, game: Any) -> int:
-        n = len(self.suite)
-        if isinstance(game, (int, np.integer)) and not isinstance(game, bool):
-            if not 0 <= int(game) < n:
-                raise ConfigError(f"options['game']={game} but the suite has {n} games "
-                                  f"(0..{n - 1})")
-            return int(game)
-        key = str(game)
-        for i, (name, folder) in enumerate(zip(self.suite.names, self.suite.folders)):
-            if key in (name, str(folder)):
-                return i
-        raise ConfigError(f"options['game']={game!r} is not in the suite; pass an index "
-                          f"0..{n - 1} or one of: {', '.join(self.suite.names[:10])}")
-
-    def _load(self, index: int) -> tuple[Any, GameData, str]:
+    def _cached_game(self, index: int) -> tuple[Any, GameData, str]:
         """A loaded PDDL env for game ``index`` (kept in a small LRU cache)."""
         hit = self._games.get(index)
         if hit is not None:
@@ -375,39 +340,6 @@ class ALFWorldEnv(MenuTextEnv):
         if len(self._games) > _GAME_CACHE_SIZE:
             self._games.popitem(last=False)
         return hit
-
-    def _observe(self, state: Any, obs: str, command: str | None = None) -> None:
-        self._state = state
-        if self.observation == "state":
-            reply = obs.split("Your task is to")[0].strip()
-            self._at = arrival_place(reply) or self._at
-            where = f"You are at {self._at}." if self._at else self._room
-            held = alfworld_inventory(state._facts)
-            obs = state_view(f"Your task is to: {self._game.goal}.", where,
-                             "Inventory: " + (", ".join(f"a {x}" for x in held) or "nothing"),
-                             "" if reply == self._room else reply, command)
-        self._obs = clean_observation(obs)
-        self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
-                        source=self.suite.names[self._game_index])
-
-    def _command_from_text(self, action: Any
-                           ) -> tuple[str, bool, bool, str | None, str | None]:
-        """``(command, send, invalid, translated, rejected)``: a command with control
-        characters, lone surrogates or over ``MAX_RAW_COMMAND_CHARS`` characters is refused
-        unsent (the same gate as every text environment); a wrong type raises."""
-        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=TEXT_TYPE_ERROR)
-        if not checked.ok:
-            return "", False, True, None, checked.problem
-        command = normalize_command(checked.text)
-        if not command or len(command.encode()) > MAX_COMMAND_CHARS:
-            return command, False, True, None, None
-        translated = None
-        if self._view.position(command) < 0:
-            other = translate_command(command, self._style)
-            if other is not None:
-                translated, command = f"{command} -> {other}", other
-        return command, True, self._view.position(command) < 0, translated, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state, game = self._state, self._game

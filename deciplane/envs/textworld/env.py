@@ -10,14 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
-                                  menu_seed_for)
-from deciplane.envs.menu_env import (MAX_COMMAND_CHARS, MAX_RAW_COMMAND_CHARS, MenuTextEnv,
-                                     check_observation_view, clean_observation,
-                                     normalize_command, state_view)
-from deciplane.envs.spaces import check_text_action
+from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
+from deciplane.envs.menu.text import MAX_COMMAND_CHARS, clean_observation, state_view
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import ConfigError, GameError, UnknownPreset
@@ -51,7 +45,8 @@ class TextWorldEnv(MenuTextEnv):
     ``reset(seed=s)`` picks the game deterministically from ``s`` (the same seed gives the
     same game, which is what group baselines need); ``reset(options={"game": i})`` (or
     ``{"task": i}``) plays game ``i`` of the suite (an index, a name or a path). Without
-    options, games come in a shuffled order that covers the whole suite before repeating.
+    options, games come in a shuffled order that covers the whole suite before repeating
+    (the rule of every menu env: :class:`deciplane.envs.menu.base.MenuTextEnv`).
 
     ## Observation
 
@@ -63,7 +58,7 @@ class TextWorldEnv(MenuTextEnv):
     ``action_mode="menu"`` (default): ``Discrete(max_menu)``, an index into
     ``info["menu"]`` — a :class:`deciplane.Menu` of the admissible commands, without
     TextWorld escape commands (``\\...``), sorted (``menu_order="sorted"``, default) or in
-    a seeded shuffled order (``menu_order="shuffled"``, see :mod:`deciplane.envs.menus`: the
+    a seeded shuffled order (``menu_order="shuffled"``, see :mod:`deciplane.envs.menu.menu`: the
     menu seed is ``reset(options={"menu_seed": s})``, else the reset seed, else random; the
     expert index follows the order). ``info["action_mask"]`` marks the
     valid indices. An index outside ``Discrete(max_menu)`` raises
@@ -89,12 +84,12 @@ class TextWorldEnv(MenuTextEnv):
 
     ## Episode end
 
-    ``terminated`` when the game is won or lost; ``truncated`` after
-    ``max_episode_steps`` steps (invalid ones included; ``gym.make`` applies Gymnasium's
-    ``TimeLimit``, 100 unless ``gym.make(..., max_episode_steps=N)``; constructed
-    directly, the env's own ``max_episode_steps`` argument, default none), or if a
-    non-terminal state offers no action at all (``info["empty_menu"] = True``; menu mode
-    only).
+    ``terminated`` when the game is won or lost; ``truncated`` by Gymnasium's
+    ``TimeLimit`` after ``max_episode_steps`` steps (invalid ones included; ``gym.make``
+    applies it, 100 unless ``gym.make(..., max_episode_steps=N)``; an env constructed
+    directly has no step limit unless wrapped in ``gymnasium.wrappers.TimeLimit``), or by
+    the env if a non-terminal state offers no action at all (``info["empty_menu"] = True``;
+    menu mode only). ``step`` after the end raises ``gymnasium.error.ResetNeeded``.
 
     ## Info
 
@@ -126,9 +121,9 @@ class TextWorldEnv(MenuTextEnv):
     * ``observation``: ``"feedback"`` (default: the game's reply) or ``"state"``: the
       objective, ``Location:`` (TextWorld's ``description``, the room as ``look`` prints
       it), the inventory, ``Last action:`` and ``Last reply:`` the game's reply
-      (:func:`deciplane.envs.menu_env.state_view`; TextWorld computes the first two without
-      spending a move).
-    * ``max_episode_steps`` (see Episode end), ``expert`` (False), ``action_mode`` (``"menu"``),
+      (:func:`deciplane.envs.menu.text.state_view`; TextWorld computes the first two
+      without spending a move).
+    * ``expert`` (False), ``action_mode`` (``"menu"``),
       ``invalid_action_penalty`` (0.0), ``strip_banner`` (True), ``render_mode``
       (``"ansi"`` or ``"human"``), ``progress`` (a bar while games are generated;
       default: when stderr is a terminal).
@@ -136,41 +131,31 @@ class TextWorldEnv(MenuTextEnv):
       the menu for the rest of the episode (unless nothing else is left).
     """
 
+    empty_menu_ends_text_episode = False  # the parser takes commands the menu does not list
+
     def __init__(self, games: str | Sequence[str | os.PathLike] | GameSuite = EMBEDDED,
                  split: str = "train", n_games: int | None = None,
                  game_options: dict[str, Any] | None = None, suite_seed: int = 0,
-                 max_menu: int = 64, max_episode_steps: int | None = None,
-                 expert: bool = False,
+                 max_menu: int = 64, expert: bool = False,
                  action_mode: str = "menu", invalid_action_penalty: float = 0.0,
                  strip_banner: bool = True, render_mode: str | None = None,
                  progress: bool | None = None, menu_order: str = "sorted",
                  task_in_observation: bool = False, menu_overflow: str = "error",
                  observation: str = "feedback", drop_penalised: bool = False) -> None:
-        _check_args(split, max_menu, max_episode_steps, action_mode, render_mode)
-        self.observation = check_observation_view(observation)
-        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow,
-                              drop_penalised)
-        self.drop_penalised = bool(drop_penalised)
-        self.menu_overflow = menu_overflow
+        self.split = check_split(split, SPLITS)
+        super().__init__(max_menu=max_menu, action_mode=action_mode, render_mode=render_mode,
+                         menu_order=menu_order, menu_overflow=menu_overflow,
+                         observation=observation, expert=expert,
+                         invalid_action_penalty=invalid_action_penalty,
+                         task_in_observation=task_in_observation,
+                         drop_penalised=drop_penalised)
         if progress is None:  # a bar while games are generated, when someone can see it
             progress = sys.stderr.isatty()
         self.suite = _resolve_suite(games, split, n_games, game_options or {}, suite_seed,
                                     progress)
-        self.split = split
         self._names = self.suite.names
-        self.max_menu = int(max_menu)
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.expert = bool(expert)
-        self.action_mode = action_mode
-        self.invalid_action_penalty = float(invalid_action_penalty)
         self.strip_banner = bool(strip_banner)
-        self.render_mode = render_mode
-        self.menu_order = menu_order
-        self.task_in_observation = bool(task_in_observation)
-        self._menu_seed = 0
         self._task = ""
-
-        self._init_spaces(action_mode, self.max_menu)
 
         import textworld
 
@@ -180,78 +165,9 @@ class TextWorldEnv(MenuTextEnv):
                                            description=self.observation == "state",
                                            inventory=self.observation == "state")
         self._games: OrderedDict[Path, Any] = OrderedDict()  # path -> loaded textworld env
-        self._order: np.ndarray | None = None
-        self._pos = 0
         self._env: Any = None
-        self._game_index = -1
-        self._obs = ""
         self._state: Any = None
         self._score = 0
-        self._steps = 0
-        self._invalid = 0
-        self._done = True
-
-    # ---- gymnasium API ------------------------------------------------------------------
-
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        if seed is not None or self._order is None:
-            self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
-        game = (options or {}).get("game", (options or {}).get("task"))
-        if game is not None:
-            index = self._game_from_option(game)
-        else:
-            if self._pos >= len(self._order):
-                self._order, self._pos = self.np_random.permutation(len(self.suite)), 0
-            index = int(self._order[self._pos])
-            self._pos += 1
-        self._done = True  # until this reset succeeds: a failed load leaves nothing to step
-        self._game_index = index
-        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._view.start_episode(self._menu_seed)
-        self._env = self._load(self.suite.paths[index])
-        state = self._env.reset()
-        self._check_runtime(state.feedback)
-        self._task = clean_observation(str(state["objective"] or "").strip())
-        self._score, self._steps, self._invalid, self._done = 0, 0, 0, False
-        obs = state.feedback
-        if self.strip_banner:
-            obs = strip_banner(obs)
-        self._observe(state, obs)
-        return self._obs, self._info(invalid=False)
-
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise GameError("step() before reset(); call reset() first" if self._env is None
-                            else "step() after the episode ended; call reset() first")
-        rejected = None
-        if self.action_mode == "menu":
-            index = as_menu_index(action)
-            command = self._view.command_at(index)
-            send = command is not None
-            invalid = not send
-            if send and self._view.turn_page(index):
-                send = False
-        else:
-            command, send, invalid, rejected = self._command_from_text(action)
-        self._steps += 1
-        reward = 0.0
-        if send:
-            state, _, _ = self._env.step(command)
-            self._check_runtime(state.feedback, command)
-            score = int(state["score"] or 0)
-            reward = float(score - self._score)
-            self._score = score
-            self._view.note_reward(command, reward)
-            self._observe(state, state.feedback, command)
-        if invalid:
-            self._invalid += 1
-            reward += self.invalid_action_penalty
-        terminated = bool(self._state["won"]) or bool(self._state["lost"])
-        # in text mode the parser takes commands the menu does not list: no dead end
-        return self._end_step(reward, terminated, invalid, rejected,
-                              empty_truncates=self.action_mode == "menu")
 
     def close(self) -> None:
         for env in self._games.values():
@@ -271,23 +187,70 @@ class TextWorldEnv(MenuTextEnv):
     def split_fingerprint(self) -> str:
         return self.suite.fingerprint
 
+    # ---- MenuTextEnv hooks ----------------------------------------------------------------
+
+    def _find_game(self, name: str) -> int:
+        for i, (game, path) in enumerate(zip(self._names, self.suite.paths)):
+            if name in (game, str(path)):
+                return i
+        return -1
+
+    def _game_hint(self) -> str:
+        return f" (one of: {', '.join(self._names[:20])})"
+
+    def _load(self, index: int) -> Any:
+        self._env = self._started(self.suite.paths[index])
+        state = self._env.reset()
+        self._check_runtime(state.feedback)
+        self._task = clean_observation(str(state["objective"] or "").strip())
+        self._score = 0
+        return state
+
+    def _send(self, command: str) -> float:
+        state, _, _ = self._env.step(command)
+        self._check_runtime(state.feedback, command)
+        score = int(state["score"] or 0)
+        reward = float(score - self._score)
+        self._score = score
+        self._view.note_reward(command, reward)
+        self._observe(state, command)
+        return reward
+
+    def _game_over(self) -> bool:
+        return bool(self._state["won"]) or bool(self._state["lost"])
+
+    def _observe(self, state: Any, command: str | None = None) -> None:
+        self._state = state
+        obs = state.feedback
+        if command is None and self.strip_banner:
+            obs = strip_banner(obs)
+        if self.observation == "state":   # TextWorld runs look/inventory without a move
+            obs = state_view(self._task, state["description"] or "", state["inventory"] or "",
+                             obs, command, score=state.get("score"))
+        elif self.task_in_observation and self._task:
+            obs = f"{self._task}\n\n{obs}"
+        self._obs = clean_observation(obs)
+        self._view.show([c for c in state["admissible_commands"] or () if c[:1] != "\\"],
+                        terminal=bool(state["won"] or state["lost"]),
+                        source=self._names[self._game_index])
+
+    def _parse_command(self, command: str) -> ParsedCommand:
+        """Refused unsent: empty, too long for the Z-machine, interpreter meta-commands;
+        sent otherwise, invalid when the menu does not list it."""
+        if not command:
+            return ParsedCommand(command, send=False, invalid=True, rejected="empty command")
+        if len(command.encode()) > MAX_COMMAND_CHARS:
+            return ParsedCommand(command, send=False, invalid=True,
+                                 rejected=f"{len(command.encode())} bytes; the game reads "
+                                          f"at most {MAX_COMMAND_CHARS}")
+        if command.split()[0] in META_COMMANDS or command[0] == "\\":
+            return ParsedCommand(command, send=False, invalid=True,
+                                 rejected="interpreter meta-command")
+        return ParsedCommand(command, send=True, invalid=self._view.position(command) < 0)
+
     # ---- internals -----------------------------------------------------------------------
 
-    def _game_from_option(self, game: Any) -> int:
-        if isinstance(game, (int, np.integer)):
-            if not 0 <= int(game) < len(self.suite):
-                raise ConfigError(f"options['game']={game} but the suite has "
-                                  f"{len(self.suite)} games (0..{len(self.suite) - 1})")
-            return int(game)
-        names = self._names
-        key = str(game)
-        for i, (name, path) in enumerate(zip(names, self.suite.paths)):
-            if key in (name, str(path)):
-                return i
-        raise ConfigError(f"options['game']={game!r} is not in the suite; pass an index "
-                          f"0..{len(self.suite) - 1} or one of: {', '.join(names[:20])}")
-
-    def _load(self, path: Path) -> Any:
+    def _started(self, path: Path) -> Any:
         """A started TextWorld env for ``path`` (kept in a small LRU cache)."""
         env = self._games.get(path)
         if env is not None:
@@ -328,35 +291,6 @@ class TextWorldEnv(MenuTextEnv):
                 env.close()
             self._env = None
             raise
-
-    def _observe(self, state: Any, obs: str, command: str | None = None) -> None:
-        self._state = state
-        if self.observation == "state":   # TextWorld runs look/inventory without a move
-            obs = state_view(self._task, state["description"] or "", state["inventory"] or "",
-                             obs, command, score=state.get("score"))
-        elif self.task_in_observation and self._task:
-            obs = f"{self._task}\n\n{obs}"
-        self._obs = clean_observation(obs)
-        self._view.show([c for c in state["admissible_commands"] or () if c[:1] != "\\"],
-                        terminal=bool(state["won"] or state["lost"]),
-                        source=self._names[self._game_index])
-
-    def _command_from_text(self, action: Any) -> tuple[str, bool, bool, str | None]:
-        """``(command, send, invalid, rejected)``: ``rejected`` says why a command is
-        refused before the game sees it (bad characters, too long), else None."""
-        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=TEXT_TYPE_ERROR)
-        if not checked.ok:
-            return "", False, True, checked.problem
-        command = normalize_command(checked.text)
-        if not command:
-            return command, False, True, "empty command"
-        if len(command.encode()) > MAX_COMMAND_CHARS:
-            return command, False, True, (f"{len(command.encode())} bytes; the game reads "
-                                          f"at most {MAX_COMMAND_CHARS}")
-        if command.split()[0] in META_COMMANDS or command[0] == "\\":
-            return command, False, True, "interpreter meta-command"
-        return command, True, self._view.position(command) < 0, None
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         state = self._state
@@ -422,20 +356,6 @@ def strip_banner(text: str) -> str:
     while k < len(lines) and set(lines[k]) <= _BANNER_CHARS:
         k += 1
     return "\n".join(lines[k:]) if k else text
-
-
-def _check_args(split: str, max_menu: int, max_episode_steps: int | None, action_mode: str,
-                render_mode: str | None) -> None:
-    if split not in SPLITS:
-        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if action_mode not in ("menu", "text"):
-        raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
-    if int(max_menu) < 1:
-        raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
-    if max_episode_steps is not None and int(max_episode_steps) < 1:
-        raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-    if render_mode not in (None, "ansi", "human"):
-        raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
 
 
 def _resolve_suite(games: Any, split: str, n_games: int | None, options: dict[str, Any],

@@ -12,12 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from deciplane.envs.menus import (TEXT_TYPE_ERROR, MenuView, as_menu_index, check_menu_order,
-                                  menu_seed_for)
-from deciplane.envs.menu_env import (MAX_RAW_COMMAND_CHARS, MenuTextEnv,
-                                     check_observation_view, clean_observation,
-                                     normalize_command, state_view)
-from deciplane.envs.spaces import check_text_action
+from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
+from deciplane.envs.menu.text import clean_observation, normalize_command, state_view
 from deciplane.envs.twx.java import require_java
 from deciplane.envs.twx.twc_expert import TwcPlanner, room_of
 from deciplane.errors import ConfigError, GameError
@@ -65,9 +61,11 @@ class TextWorldExpressEnv(MenuTextEnv):
     10000..10999) and ``test`` (``"test"``, seeds 20000..20999); the fold also selects the
     held-out objects/recipes of the games that have them. ``reset(seed=s)`` picks a game
     seed of the fold deterministically from ``s``; ``reset(options={"game": i})`` (or
-    ``{"task": i}``) plays the ``i``-th seed of the fold, ``{"game_seed": n}`` the game of
-    TextWorld-Express seed ``n`` (it must lie in the fold). Without options, games come in a
-    shuffled order that covers the fold before repeating.
+    ``{"task": i}``) plays the ``i``-th seed of the fold (or the game named ``i``,
+    ``twx-<game>-<split>-s<seed>``), ``{"game_seed": n}`` the game of TextWorld-Express
+    seed ``n`` (it must lie in the fold). Without options, games come in a shuffled order
+    that covers the fold before repeating (the rule of every menu env:
+    :class:`deciplane.envs.menu.base.MenuTextEnv`).
 
     ## Observation
 
@@ -81,13 +79,13 @@ class TextWorldExpressEnv(MenuTextEnv):
     current room), the inventory, ``Score:`` (the game's normalised score: a wrong ``put``
     takes back the credit of its ``take``), ``Last action:`` and ``Last reply:`` (the
     game's reply, left out when it repeats the room's description) —
-    :func:`deciplane.envs.menu_env.state_view`.
+    :func:`deciplane.envs.menu.text.state_view`.
 
     ## Action
 
     ``Discrete(max_menu)``, an index into ``info["menu"]`` — a :class:`deciplane.Menu` of
     the valid actions, sorted (``menu_order="sorted"``, default) or in a seeded shuffled
-    order (``menu_order="shuffled"``: see :mod:`deciplane.envs.menus`; the menu seed is
+    order (``menu_order="shuffled"``: see :mod:`deciplane.envs.menu.menu`; the menu seed is
     ``options["menu_seed"]``, else the reset seed, else random). ``info["action_mask"]``
     marks the valid indices. An index outside ``Discrete(max_menu)`` raises
     :class:`deciplane.errors.InvalidAction`; a masked index inside it is an *invalid move*:
@@ -113,10 +111,12 @@ class TextWorldExpressEnv(MenuTextEnv):
     ## Episode end
 
     ``terminated`` when the task succeeds or fails (``info["won"]``/``info["lost"]``);
-    ``truncated`` after ``max_episode_steps`` steps (invalid ones included; ``gym.make``
-    applies Gymnasium's ``TimeLimit``, 100 unless ``gym.make(..., max_episode_steps=N)``;
-    constructed directly, the env's own ``max_episode_steps``, default none), or if a
-    non-terminal state offers no action (``info["empty_menu"] = True``).
+    ``truncated`` by Gymnasium's ``TimeLimit`` after ``max_episode_steps`` steps (invalid
+    ones included; ``gym.make`` applies it, 100 unless ``gym.make(...,
+    max_episode_steps=N)``; an env constructed directly has no step limit unless wrapped in
+    ``gymnasium.wrappers.TimeLimit``), or by the env if a non-terminal state offers no
+    action (``info["empty_menu"] = True``). ``step`` after the end raises
+    ``gymnasium.error.ResetNeeded``.
 
     ## Info
 
@@ -162,8 +162,7 @@ class TextWorldExpressEnv(MenuTextEnv):
       the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
-      reset, twc's replay of it a few ms more), ``max_episode_steps`` (see Episode end),
-      ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``),
+      reset, twc's replay of it a few ms more), ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``),
       ``action_mode`` (``"menu"`` or ``"text"``, see Action), ``observation``
       (``"feedback"`` or ``"state"``, see Observation).
     * ``drop_penalised`` (False): action elimination — a command that lost points (a put
@@ -175,42 +174,23 @@ class TextWorldExpressEnv(MenuTextEnv):
     def __init__(self, game: str = "coin", game_params: str | Mapping[str, Any] | None = None,
                  split: str = "train", max_menu: int = 64, menu_order: str = "sorted",
                  task_in_observation: bool = True, expert: bool = False,
-                 max_episode_steps: int | None = None, invalid_action_penalty: float = 0.0,
+                 invalid_action_penalty: float = 0.0,
                  render_mode: str | None = None, menu_overflow: str = "error",
                  action_mode: str = "menu", observation: str = "feedback",
                  drop_penalised: bool = False) -> None:
         if game not in GAMES:
             raise ConfigError(f"game={game!r} is not a TextWorld-Express game; choose one of "
                               f"{', '.join(GAMES)}")
-        if split not in SPLIT_TO_FOLD:
-            raise ConfigError(f"split must be one of {', '.join(SPLIT_TO_FOLD)}, got {split!r}")
-        if int(max_menu) < 1:
-            raise ConfigError(f"max_menu must be >= 1, got {max_menu}")
-        if max_episode_steps is not None and int(max_episode_steps) < 1:
-            raise ConfigError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
-        if render_mode not in (None, "ansi", "human"):
-            raise ConfigError(f"render_mode must be None, 'ansi' or 'human', got {render_mode!r}")
-        self._view = MenuView(max_menu, check_menu_order(menu_order), menu_overflow,
-                              drop_penalised)
-        self.drop_penalised = bool(drop_penalised)
-        if action_mode not in ("menu", "text"):
-            raise ConfigError(f"action_mode must be 'menu' or 'text', got {action_mode!r}")
-        self.action_mode = action_mode
-        self.observation = check_observation_view(observation)
-        self.menu_overflow = menu_overflow
+        self.split = check_split(split, SPLIT_TO_FOLD)
+        super().__init__(max_menu=max_menu, action_mode=action_mode, render_mode=render_mode,
+                         menu_order=menu_order, menu_overflow=menu_overflow,
+                         observation=observation, expert=expert,
+                         invalid_action_penalty=invalid_action_penalty,
+                         task_in_observation=task_in_observation,
+                         drop_penalised=drop_penalised)
         self.game = game
         self.game_params = canonical_params(game, game_params)
-        self.split = split
         self.fold = SPLIT_TO_FOLD[split]
-        self.max_menu = int(max_menu)
-        self.menu_order = menu_order
-        self.task_in_observation = bool(task_in_observation)
-        self.expert = bool(expert)
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self.invalid_action_penalty = float(invalid_action_penalty)
-        self.render_mode = render_mode
-
-        self._init_spaces(action_mode, self.max_menu)
 
         self._twx: Any = None
         self._owner = os.getpid()  # a forked copy of this env must not stop the parent's JVM
@@ -229,18 +209,10 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._seed_set = frozenset(self.seeds)
         self._fingerprint = fold_fingerprint(_package_version(), game, self.game_params,
                                              self.fold, self.seeds)
-        self._order: np.ndarray | None = None
-        self._pos = 0
-        self._game_index = -1
-        self._menu_seed = 0
         self._task = ""
         self._text = ""
-        self._obs = ""
         self._won = self._lost = False
         self._score = 0.0
-        self._steps = 0
-        self._invalid = 0
-        self._done = True
         self._gold: list[str] = []
         self._gold_pos = 0
         self._on_path = False
@@ -251,84 +223,9 @@ class TextWorldExpressEnv(MenuTextEnv):
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
         if self._twx is None:
             raise GameError("reset() after close(); build a new env")
-        n = len(self.seeds)
-        if seed is not None or self._order is None:
-            self._order, self._pos = self.np_random.permutation(n), 0
-        opts = options or {}
-        game = opts.get("game", opts.get("task"))
-        if opts.get("game_seed") is not None:
-            index = self._index_of_seed(opts["game_seed"])
-        elif game is not None:
-            if isinstance(game, bool) or not isinstance(game, (int, np.integer)) \
-                    or not 0 <= int(game) < n:
-                raise ConfigError(f"options['game']={game!r}: pass an index 0..{n - 1} of the "
-                                  f"{self.split} fold (or options['game_seed'] in "
-                                  f"{self.seeds[0]}..{self.seeds[-1]})")
-            index = int(game)
-        else:
-            if self._pos >= n:
-                self._order, self._pos = self.np_random.permutation(n), 0
-            index = int(self._order[self._pos])
-            self._pos += 1
-        self._menu_seed = menu_seed_for(options, seed, self.np_random, self.menu_order)
-        self._view.start_episode(self._menu_seed)
-        self._game_index = index
-        state = _loads(self._server.generateNewGameJSON(self.seeds[index], self.fold,
-                                                        self.expert))
-        if str(state.get("observation", "")).startswith("ERROR"):
-            raise GameError(f"TextWorld-Express could not generate {self.game} seed "
-                            f"{self.seeds[index]}: {state['observation']}")
-        self._task = str(self._server.getTaskDescription())
-        self._gold = [str(a) for a in self._server.getGoldActionSequence()] if self.expert else []
-        if self.game in LOOK_IS_IDLE:   # its gold path's looks only waste a step
-            self._gold = [a for a in self._gold if a != "look around"]
-        if self.expert and not self._gold:
-            raise GameError(f"TextWorld-Express found no gold path for {self.game} seed "
-                            f"{self.seeds[index]} ({self.game_params or 'default params'}); "
-                            "use expert=False or other game_params")
-        self._gold_pos, self._on_path = 0, self.expert
-        self._planner = None
-        if self.expert and self.game in REPLANNED:
-            state = self._learn_from_gold(state, self.seeds[index])
-        self._score, self._steps, self._invalid, self._done = 0.0, 0, 0, False
-        self._observe(state)
-        return self._obs, self._info(invalid=False)
-
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self._done:
-            raise GameError("step() after the episode ended; call reset() first")
-        rejected = None
-        if self.action_mode == "text":
-            index, rejected = self._index_from_text(action)
-        else:
-            index = self._view.check_index(as_menu_index(action))
-        menu = self._view.menu
-        self._steps += 1
-        invalid = not 0 <= index < len(menu)
-        reward = 0.0
-        if invalid:
-            self._invalid += 1
-            reward = self.invalid_action_penalty
-        elif not self._view.turn_page(index):  # a page turn does not act in the game
-            command = menu.actions[index]
-            before = room_of(self._look)
-            if self._on_path:
-                if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
-                    self._gold_pos += 1
-                else:
-                    self._on_path = False
-            state = _loads(self._server.stepJSON(command))
-            score = float(state["score"])
-            reward = score - self._score
-            self._score = score
-            self._view.note_reward(command, reward)
-            self._observe(state, command)
-            if self._planner is not None:
-                self._planner.observe(command, before, room_of(self._look))
-        return self._end_step(reward, self._won or self._lost, invalid, rejected)
+        return super().reset(seed=seed, options=options)
 
     def close(self) -> None:
         """Stop this env's JVM (waits for the java process to exit; kills it after 10 s)."""
@@ -364,29 +261,78 @@ class TextWorldExpressEnv(MenuTextEnv):
             return None
         return int(self._twx._gateway.java_process.pid)
 
-    # ---- internals -----------------------------------------------------------------------
+    # ---- MenuTextEnv hooks ----------------------------------------------------------------
 
-    def _index_from_text(self, action: Any) -> tuple[int, str | None]:
-        """Menu index of a text command (-1: not a valid action) and, for a command refused
-        unread (control characters, lone surrogates, over 4,096 characters), why."""
-        checked = check_text_action(action, MAX_RAW_COMMAND_CHARS, what="command",
-                                    type_error=TEXT_TYPE_ERROR)
-        if not checked.ok:
-            return -1, checked.problem
-        wanted = normalize_command(checked.text)
-        index = self._view.position(wanted)  # text mode shows every action: position = index
-        if index < 0:  # the game's own spelling, case/space-insensitively
+    def _requested_game(self, options: dict[str, Any]) -> int | None:
+        if options.get("game_seed") is not None:  # wins over options["game"]
+            return self._index_of_seed(options["game_seed"])
+        return super()._requested_game(options)
+
+    def _find_game(self, name: str) -> int:
+        """The index of ``twx-<game>-<split>-s<seed>`` (``info["game_name"]``), -1 if none."""
+        prefix = f"twx-{self.game}-{self.split}-s"
+        seed = name[len(prefix):] if name.startswith(prefix) else ""
+        if seed.isdigit() and int(seed) in self._seed_set:
+            return self.seeds.index(int(seed))
+        return -1
+
+    def _game_hint(self) -> str:
+        return (f" of the {self.split} fold (e.g. twx-{self.game}-{self.split}-s"
+                f"{self.seeds[0]}), or options['game_seed'] in "
+                f"{self.seeds[0]}..{self.seeds[-1]}")
+
+    def _load(self, index: int) -> dict[str, Any]:
+        state = _loads(self._server.generateNewGameJSON(self.seeds[index], self.fold,
+                                                        self.expert))
+        if str(state.get("observation", "")).startswith("ERROR"):
+            raise GameError(f"TextWorld-Express could not generate {self.game} seed "
+                            f"{self.seeds[index]}: {state['observation']}")
+        self._task = str(self._server.getTaskDescription())
+        self._gold = [str(a) for a in self._server.getGoldActionSequence()] if self.expert else []
+        if self.game in LOOK_IS_IDLE:   # its gold path's looks only waste a step
+            self._gold = [a for a in self._gold if a != "look around"]
+        if self.expert and not self._gold:
+            raise GameError(f"TextWorld-Express found no gold path for {self.game} seed "
+                            f"{self.seeds[index]} ({self.game_params or 'default params'}); "
+                            "use expert=False or other game_params")
+        self._gold_pos, self._on_path = 0, self.expert
+        self._planner = None
+        if self.expert and self.game in REPLANNED:
+            state = self._learn_from_gold(state, self.seeds[index])
+        self._score = 0.0
+        return state
+
+    def _send(self, command: str) -> float:
+        before = room_of(self._look)
+        if self._on_path:
+            if self._gold_pos < len(self._gold) and command == self._gold[self._gold_pos]:
+                self._gold_pos += 1
+            else:
+                self._on_path = False
+        state = _loads(self._server.stepJSON(command))
+        score = float(state["score"])
+        reward = score - self._score
+        self._score = score
+        self._view.note_reward(command, reward)
+        self._observe(state, command)
+        if self._planner is not None:
+            self._planner.observe(command, before, room_of(self._look))
+        return reward
+
+    def _game_over(self) -> bool:
+        return self._won or self._lost
+
+    def _parse_command(self, command: str) -> ParsedCommand:
+        """A valid action, matched as written or in the game's own spelling (case- and
+        space-insensitively); anything else is an invalid move, never sent (the game has
+        no parser beyond its action list)."""
+        index = self._view.position(command)  # text mode shows every action: position = index
+        if index < 0:
             index = next((i for i, c in enumerate(self._view.actions)
-                          if normalize_command(c) == wanted), -1)
-        return index, None
-
-    def _index_of_seed(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                or int(value) not in self._seed_set:
-            raise ConfigError(f"options['game_seed']={value!r} is not a seed of the {self.split} "
-                              f"fold ({self.fold}: {self.seeds[0]}..{self.seeds[-1]}); pick one "
-                              "in that range or change split=")
-        return self.seeds.index(int(value))
+                          if normalize_command(c) == command), -1)
+        if index < 0:
+            return ParsedCommand(None, send=False, invalid=True)
+        return ParsedCommand(self._view.actions[index], send=True, invalid=False)
 
     def _observe(self, state: dict[str, Any], command: str | None = None) -> None:
         self._won = bool(state.get("tasksuccess"))
@@ -434,6 +380,16 @@ class TextWorldExpressEnv(MenuTextEnv):
             return None, None
         command = self._planner.next_command(self._look, view.actions)
         return (None, None) if command is None else view.expert_choice(command) or (None, None)
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def _index_of_seed(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or int(value) not in self._seed_set:
+            raise ConfigError(f"options['game_seed']={value!r} is not a seed of the {self.split} "
+                              f"fold ({self.fold}: {self.seeds[0]}..{self.seeds[-1]}); pick one "
+                              "in that range or change split=")
+        return self.seeds.index(int(value))
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         view = self._view

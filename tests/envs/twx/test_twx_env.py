@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from deciplane.envs.menus import PAGE_ACTION
+from deciplane.envs.menu.menu import PAGE_ACTION
 from deciplane.envs.twx import GAMES, TextWorldExpressEnv, canonical_params, fold_fingerprint
 from deciplane.envs.twx.java import java_status, parse_java_version
 from deciplane.errors import (ConfigError, GameError, InvalidAction, JavaUnavailable,

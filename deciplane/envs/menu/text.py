@@ -1,23 +1,12 @@
-"""What every text game with a menu of legal actions shares: the observation and command
-character sets, observation cleaning and command normalisation, and
-:class:`MenuTextEnv`, the base of ``deciplane/TextWorld-v0``, ``deciplane/TextWorldExpress-v0``
-and ``deciplane/ALFWorld-v0`` (spaces per ``action_mode``, ``render``, ``menu``, and the
-end of a step: truncation, the empty-menu rule, ``info``). The menu itself is
-:class:`deciplane.envs.menus.MenuView`."""
+"""The text of the menu games: the observation and command character sets, observation
+cleaning, command normalisation and the ``state`` observation view (:func:`state_view`)."""
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Any
 
-import gymnasium as gym
-from gymnasium import spaces
-
-from deciplane.envs.menus import MenuView
-from deciplane.envs.spaces import ObservationText
 from deciplane.errors import ConfigError
-from deciplane.types import Menu
 
 # Everything TextWorld (Inform7 -> Z-machine -> jericho) prints: ZSCII is ASCII plus
 # accented Latin letters; typographic punctuation is added for user games. Anything else
@@ -120,61 +109,6 @@ def ambiguous_share(records: list[tuple[str, tuple[str, ...] | list[str], str]])
     return sum(len(actions[k]) > 1 for k in keys) / len(keys)
 
 
-class MenuTextEnv(gym.Env[str, Any]):
-    """Base of the menu text games. A subclass sets ``self._view`` (a ``MenuView``),
-    ``self._obs`` (the current observation), ``self._steps``, ``self._done``,
-    ``max_episode_steps``, ``action_mode`` and ``render_mode``, calls
-    :meth:`_init_spaces` in ``__init__``, and implements ``_info(invalid)``."""
-
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
-    _view: MenuView
-    _obs: str
-
-    def _init_spaces(self, action_mode: str, max_menu: int) -> None:
-        """Text observations; ``Discrete(max_menu)`` in menu mode, command strings in text
-        mode."""
-        self.observation_space = ObservationText(max_length=MAX_OBS_CHARS, min_length=0,
-                                                 charset=OBS_CHARSET)
-        if action_mode == "menu":
-            self.action_space: spaces.Space = spaces.Discrete(int(max_menu))
-        else:
-            self.action_space = spaces.Text(max_length=MAX_COMMAND_CHARS, min_length=0,
-                                            charset=COMMAND_CHARSET)
-
-    def _end_step(self, reward: float, terminated: bool, invalid: bool,
-                  rejected: str | None = None, *, empty_truncates: bool = True
-                  ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """The step's return value. A non-terminal state with no legal action truncates
-        the episode (``info["empty_menu"]``) when ``empty_truncates``, so that a policy
-        never waits on a menu with nothing to pick; so does ``max_episode_steps``.
-        ``rejected``: why a text command was refused unsent (``info["action_rejected"]``)."""
-        empty = empty_truncates and not terminated and not self._view.menu.actions
-        limit = self.max_episode_steps
-        truncated = not terminated and (empty or (limit is not None and self._steps >= limit))
-        self._done = terminated or truncated
-        info = self._info(invalid=invalid)
-        if rejected is not None:
-            info["action_rejected"] = rejected
-        if empty:
-            info["empty_menu"] = True
-        return self._obs, float(reward), terminated, truncated, info
-
-    def _info(self, invalid: bool) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def render(self) -> str | None:
-        if self.render_mode == "ansi":
-            return self._obs
-        if self.render_mode == "human":
-            print(self._obs)
-        return None
-
-    @property
-    def menu(self) -> Menu:
-        """The menu shown now (the current page when the menu is paged)."""
-        return self._view.menu
-
-
 __all__ = ["OBSERVATION_VIEWS", "ambiguous_share", "check_observation_view", "state_view",
            "OBS_CHARSET", "MAX_OBS_CHARS", "MAX_COMMAND_CHARS", "MAX_RAW_COMMAND_CHARS",
-           "COMMAND_CHARSET", "clean_observation", "normalize_command", "MenuTextEnv"]
+           "COMMAND_CHARSET", "clean_observation", "normalize_command"]

@@ -1,4 +1,5 @@
-"""Menu order, shared by every menu environment (TextWorld, TextWorld-Express, ALFWorld).
+"""The menu a menu environment (TextWorld, TextWorld-Express, ALFWorld) shows for a state's
+legal actions: its order, its pages and the expert's index in it (:class:`MenuView`).
 
 A menu shown in the game's own order or in sorted order lets a policy learn a *position*
 shortcut ("the first action is usually right") instead of reading the actions. With
@@ -137,7 +138,8 @@ def menu_seed_for(options: dict[str, Any] | None, seed: int | None,
     """The menu seed of an episode: ``options["menu_seed"]``, else the reset ``seed``, else a
     draw from ``np_random`` (call after ``super().reset(seed=seed)``). With
     ``order="sorted"`` the seed is unused and nothing is drawn (0 without seed/option), so a
-    sorted env's random stream, hence its game order, is what it was before menus.py."""
+    sorted env's random stream, hence its game order, is what it was before menus were
+    shuffled."""
     if options and options.get("menu_seed") is not None:
         value = options["menu_seed"]
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
