@@ -101,7 +101,7 @@ def test_alfworld_state_view_has_the_place_and_the_inventory_after_go_and_take()
     env = gym.make("deciplane/ALFWorld-v0", source="generated", split="valid_unseen",
                    n_games=6, expert=True, observation="state")
     try:
-        obs, info = env.reset(seed=0)
+        obs, info = env.reset(seed=0, options={"game": 0})
         assert obs.startswith("Your task is to:")
         assert "Location: You are in the middle of a room." in obs and "Inventory: nothing" in obs
         for _ in range(8):   # the expert's plan: go to a receptacle ... take an object

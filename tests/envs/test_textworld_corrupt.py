@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from gymnasium.error import ResetNeeded
 
 from deciplane.envs.textworld.env import TextWorldEnv, runtime_error_in
 from deciplane.envs.textworld.games import z8_problem
@@ -49,7 +50,7 @@ def test_checksummed_corrupt_game_raises_game_error(game, tmp_path, start_frac, 
     msg = str(err.value)
     assert str(bad) in msg and "Emulator halted due to runtime error" in msg
     assert "Regenerate" in msg and "re-download" in msg
-    with pytest.raises(GameError, match="call reset"):  # never played on
+    with pytest.raises(ResetNeeded, match="call reset"):  # never played on
         env.step("look")
     env.close()
 

@@ -9,6 +9,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env
 
 from deciplane.envs.menu.menu import PAGE_ACTION
@@ -188,15 +189,21 @@ def test_leaving_the_gold_path_makes_the_expert_none(coin):
 
 
 def test_step_after_end_time_limit_and_penalty():
-    env = TextWorldExpressEnv(game="simonsays", max_episode_steps=2,
-                              invalid_action_penalty=-0.5)
+    with pytest.raises(ConfigError, match="TimeLimit"):  # the env counts no steps itself
+        TextWorldExpressEnv(game="simonsays", max_episode_steps=2)
+    env = gym.wrappers.TimeLimit(TextWorldExpressEnv(game="simonsays", expert=True,
+                                                     invalid_action_penalty=-0.5), 2)
     try:
         _, info = env.reset(seed=0)
         _, r, term, trunc, info = env.step(len(info["menu"]))
         assert r == -0.5 and info["invalid_action"] and not trunc
         _, r, term, trunc, info = env.step(len(info["menu"]))
         assert trunc and not term
-        with pytest.raises(GameError, match="reset"):
+        _, info = env.reset(seed=0)
+        wrong = next(i for i in range(len(info["menu"])) if i != info["expert_action"])
+        _, r, term, trunc, info = env.step(wrong)  # Simon Says is lost on a wrong action
+        assert term and info["lost"]
+        with pytest.raises(ResetNeeded, match="reset"):
             env.step(0)
     finally:
         env.close()
