@@ -242,8 +242,8 @@ def test_empty_menu_truncates_instead_of_hanging(suites):
     games; emulate one by dropping the actions and check the defined outcome."""
 
     class NoActions(TextWorldEnv):
-        def _observe(self, state, obs):
-            super()._observe(state, obs)
+        def _observe(self, state, command=None):
+            super()._observe(state, command)
             self._view.show(())  # a state with no legal action
 
     env = NoActions(games=suites["embedded"])

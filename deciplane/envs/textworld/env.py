@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
-from deciplane.envs.menu.text import MAX_COMMAND_CHARS, clean_observation, state_view
+# normalize_command stays importable from here (0.1's textworld_env defined it)
+from deciplane.envs.menu.text import (MAX_COMMAND_CHARS, clean_observation,  # noqa: F401
+                                      normalize_command, state_view)
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import ConfigError, GameError, UnknownPreset
