@@ -106,7 +106,7 @@ class ALFWorldEnv(MenuTextEnv):
     no ``train``/``valid_seen`` game uses.
 
     ``reset(seed=s)`` picks the game deterministically from ``s`` (the first game of an
-    order shuffled with ``s``; before deciplane 0.2 it was game ``s % num_tasks``, which
+    order shuffled with ``s``; up to deciplane 0.2.0 it was game ``s % num_tasks``, which
     ``options={"game": s % num_tasks}`` plays); ``reset(options={"game": i})`` (or
     ``{"task": i}``) plays game ``i`` (an index, a name or a folder). Without options,
     games come in a shuffled order that covers the suite before repeating (the rule of

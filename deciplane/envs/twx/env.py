@@ -162,9 +162,10 @@ class TextWorldExpressEnv(MenuTextEnv):
       the game; ``info["menu_page"]``/``info["menu_pages"]``; the expert turns pages too).
     * ``menu_order``: ``"sorted"`` (default) or ``"shuffled"``.
     * ``task_in_observation`` (True), ``expert`` (False: the gold path costs ~5 ms per
-      reset, twc's replay of it a few ms more), ``invalid_action_penalty`` (0.0), ``render_mode`` (``"ansi"`` or ``"human"``),
-      ``action_mode`` (``"menu"`` or ``"text"``, see Action), ``observation``
-      (``"feedback"`` or ``"state"``, see Observation).
+      reset, twc's replay of it a few ms more), ``invalid_action_penalty`` (0.0),
+      ``render_mode`` (``"ansi"`` or ``"human"``), ``action_mode`` (``"menu"`` or
+      ``"text"``, see Action), ``observation`` (``"feedback"`` or ``"state"``, see
+      Observation).
     * ``drop_penalised`` (False): action elimination — a command that lost points (a put
       into the wrong container, a placed object taken out) leaves the menu for the rest
       of the episode (unless nothing else is left), so a memoryless policy does not repeat
@@ -268,6 +269,14 @@ class TextWorldExpressEnv(MenuTextEnv):
             return self._index_of_seed(options["game_seed"])
         return super()._requested_game(options)
 
+    def _index_of_seed(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                or int(value) not in self._seed_set:
+            raise ConfigError(f"options['game_seed']={value!r} is not a seed of the {self.split} "
+                              f"fold ({self.fold}: {self.seeds[0]}..{self.seeds[-1]}); pick one "
+                              "in that range or change split=")
+        return self.seeds.index(int(value))
+
     def _find_game(self, name: str) -> int:
         """The index of ``twx-<game>-<split>-s<seed>`` (``info["game_name"]``), -1 if none."""
         prefix = f"twx-{self.game}-{self.split}-s"
@@ -326,8 +335,8 @@ class TextWorldExpressEnv(MenuTextEnv):
         """A valid action, matched as written or in the game's own spelling (case- and
         space-insensitively); anything else is an invalid move, never sent (the game has
         no parser beyond its action list)."""
-        index = self._view.position(command)  # text mode shows every action: position = index
-        if index < 0:
+        index = self._view.position(command)
+        if index < 0:  # the game's own spelling, case/space-insensitively
             index = next((i for i, c in enumerate(self._view.actions)
                           if normalize_command(c) == command), -1)
         if index < 0:
@@ -380,16 +389,6 @@ class TextWorldExpressEnv(MenuTextEnv):
             return None, None
         command = self._planner.next_command(self._look, view.actions)
         return (None, None) if command is None else view.expert_choice(command) or (None, None)
-
-    # ---- internals -----------------------------------------------------------------------
-
-    def _index_of_seed(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                or int(value) not in self._seed_set:
-            raise ConfigError(f"options['game_seed']={value!r} is not a seed of the {self.split} "
-                              f"fold ({self.fold}: {self.seeds[0]}..{self.seeds[-1]}); pick one "
-                              "in that range or change split=")
-        return self.seeds.index(int(value))
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         view = self._view
