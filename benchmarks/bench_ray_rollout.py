@@ -5,7 +5,7 @@ are stepped with the same random legal actions (``info["action_mask"]``, one RNG
 
 * ``sync``  — ``gymnasium.vector.SyncVectorEnv`` (what rollouts use by default),
 * ``async`` — ``gymnasium.vector.AsyncVectorEnv`` (one subprocess per env; reference),
-* ``ray1`` / ``ray2`` / ``rayN`` — :class:`deciplane.envs.ray_vector.RayVectorEnv` with
+* ``ray1`` / ``ray2`` / ``rayN`` — :class:`deciplane.vector.ray_env.RayVectorEnv` with
   that many Ray actors (contiguous blocks of envs each).
 
 First every mode is checked against ``sync`` on a short rollout (identical observations,
@@ -39,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 import deciplane  # noqa: F401  (registers the environments)
-from deciplane.envs.ray_vector import EnvSpec, RayVectorEnv
+from deciplane.vector.ray_env import EnvSpec, RayVectorEnv
 
 TW = "deciplane/TextWorld-v0"
 
@@ -80,7 +80,7 @@ def noop_round_trip(n: int = 300) -> float:
     """Seconds per no-op actor call (``ray.get(actor.pid.remote())``)."""
     import ray
 
-    from deciplane.envs.ray_vector import _actor_class
+    from deciplane.vector.ray_env import _actor_class
 
     actor = _actor_class(ray).options(num_cpus=0).remote([])
     ray.get(actor.pid.remote())
@@ -110,7 +110,7 @@ def main() -> None:
 
     import ray
 
-    from deciplane.envs._ray import ensure_ray
+    from deciplane.ray_cluster import ensure_ray
 
     ensure_ray(num_cpus=a.cpus, log_to_driver=False)
     fns = [EnvSpec(TW, {"split": a.split, "max_episode_steps": a.max_len})] * a.envs

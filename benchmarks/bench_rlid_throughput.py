@@ -1,6 +1,6 @@
 """RLiD-PPO throughput on the quickstart's env and prompt: today's path vs the cached path.
 
-Two MenuPPO instances are built from the same config (default ``configs/quickstart.yaml``:
+Two RLiDPPO instances are built from the same config (default ``configs/quickstart.yaml``:
 SmolLM2-135M-Instruct, LoRA on the last 6 of 30 layers, TextWorld embedded suite,
 history 0), differing only in ``frozen_trunk``:
 

@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from deciplane.envs.sandbox import Sandbox, available_backends  # noqa: E402
-from deciplane.envs.sandbox._common import find_python  # noqa: E402
+from deciplane.sandbox import Sandbox, available_backends  # noqa: E402
+from deciplane.sandbox.host import find_python
 
 PROGRAM = "pass\n"
 #: a candidate solution as Probe-ERPO runs them: parse the probe input, compute, print

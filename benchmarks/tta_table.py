@@ -37,12 +37,13 @@ from deciplane.provenance import git_commit  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "benchmarks" / "results" / "tta"
 TABLE = ROOT / "benchmarks" / "results" / "tta_table.md"
+EQUIVALENT = COMMITTED / "same_behaviour.json"
 
 PLAN = [("ttrl", "products-1d"), ("ttpo", "products-1d"), ("tasco", "products-1d"),
         ("probe-erpo", "easy-funcs")]
 """(adapter, benchmark): each adapter on the benchmark it applies to, with its defaults."""
 
-CODE = ("adapt", "objectives", "engine", "agents", "envs/benchmarks")
+CODE = ("adapt", "objectives", "engine", "agents", "benchmarks")
 """Sources (under the package) whose digest decides whether a committed run still holds."""
 
 TABLE_SEEDS = (0, 1, 2)
@@ -66,13 +67,28 @@ def default_config(method: str) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cls()), default=str))
 
 
+def same_behaviour_digests(digest: str) -> set[str]:
+    """``digest`` and the earlier digests whose code behaves the same: a refactoring that
+    changed the sources but not one metric or parameter hash of the behaviour snapshot
+    (tools/behaviour_snapshot.py) records the pair in ``EQUIVALENT`` with its evidence."""
+    same = {digest}
+    entries = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.is_file() else []
+    while True:          # follow chains: a -> b -> c
+        more = {e["same_behaviour_as"] for e in entries if e["digest"] in same} - same
+        if not more:
+            return same
+        same |= more
+
+
 def committed_run(name: str, method: str, digest: str) -> dict | None:
-    """The committed summary of ``name`` if it was made by this code with these defaults."""
+    """The committed summary of ``name`` if it was made by this code (or code that behaves
+    the same) with these defaults."""
     s, m = COMMITTED / f"{name}.summary.json", COMMITTED / f"{name}.meta.json"
     if not (s.is_file() and m.is_file()):
         return None
     meta = json.loads(m.read_text())
-    if meta.get("code_digest") != digest or meta.get("config") != default_config(method):
+    if meta.get("code_digest") not in same_behaviour_digests(digest) \
+            or meta.get("config") != default_config(method):
         return None
     return json.loads(s.read_text())
 

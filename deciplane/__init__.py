@@ -17,9 +17,4 @@ __all__ = ["Menu", "Decision", "Turn", "Trajectory", "UnlabeledTask",
            "DeciplaneError", "envs", "__version__"]
 
 
-def __getattr__(name: str):
-    if name == "GroupBatch":  # deprecated in 0.2 (never built); goes away in 0.3
-        from deciplane import types
-
-        return types.__getattr__(name)
-    raise AttributeError(f"module 'deciplane' has no attribute {name!r}")
+__getattr__ = _moved.renamed_names(__name__)   # GroupBatch

@@ -1,8 +1,15 @@
-"""Old module paths of version 0.1, kept importable for one release.
+"""The one deprecation table: old module paths and old names keep working for one release.
 
 ``import deciplane.envs.textworld_env`` (a path users' scripts and pickles may hold) still
 works: it imports the new module, registers it under the old name too and warns with a
-``DeprecationWarning`` naming the new path. CHANGELOG.md lists every move.
+``DeprecationWarning`` naming the new path. An entry for a package covers its submodules
+(``deciplane.envs.sandbox.warm`` -> ``deciplane.sandbox.warm``). An old module that was
+split (several new modules) becomes a small module that serves each old name from the new
+module that has it. Renamed classes and functions (:data:`RENAMED`) are served by the old
+module's ``__getattr__`` (:func:`renamed_names`), with the same warning. CHANGELOG.md lists
+every move.
+
+This module imports only the standard library (every layer may use it).
 """
 
 from __future__ import annotations
@@ -11,54 +18,164 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
+from typing import Any, Callable
 
-MOVED: dict[str, str] = {
-    # envs: one sub-package per family
+MOVED: dict[str, str | tuple[str, ...]] = {
+    # 0.2 -- envs: one sub-package per family
     "deciplane.envs.text_space": "deciplane.envs.spaces",
     "deciplane.envs.textworld_env": "deciplane.envs.textworld.env",
     "deciplane.envs.textworld_games": "deciplane.envs.textworld.games",
     "deciplane.envs.math_env": "deciplane.envs.math.env",
     "deciplane.envs.math_verify_safe": "deciplane.envs.math.verify",
     "deciplane.envs.answers": "deciplane.envs.math.answers",
-    "deciplane.envs.arith": "deciplane.envs.benchmarks.arith",
-    "deciplane.envs.scorer": "deciplane.envs.benchmarks.scorer",
+    "deciplane.envs.arith": "deciplane.benchmarks.arith",
+    "deciplane.envs.scorer": "deciplane.benchmarks.scorer",
     "deciplane.envs.codeopt_env": "deciplane.envs.codeopt.env",
-    # the menu envs' shared code: one package (the old menu_env held both the text helpers
-    # and the base env; the package exports both)
-    "deciplane.envs.menus": "deciplane.envs.menu.menu",
-    "deciplane.envs.menu_env": "deciplane.envs.menu",
-    # command-line modules: all under deciplane.cli
+    # 0.2 -- command-line modules: all under deciplane.cli
     "deciplane.envs.codeopt.commands": "deciplane.cli.codeopt",
     "deciplane.trainers.commands": "deciplane.cli.train",
     "deciplane.adapt.commands": "deciplane.cli.adapt",
     "deciplane.trainers.eval_commands": "deciplane.cli.evaluate",
-    # evaluation and reports
+    # 0.2 -- evaluation and reports
     "deciplane.trainers.evaluate": "deciplane.evaluation.evaluate",
     "deciplane.trainers.run_eval": "deciplane.evaluation.run_eval",
     "deciplane.trainers.report": "deciplane.evaluation.report",
+    # 0.2 -- split modules
+    "deciplane.trainers.algorithms": (
+        "deciplane.trainers.rlid_ppo", "deciplane.trainers.text_ppo",
+        "deciplane.trainers.math_grpo", "deciplane.trainers.run", "deciplane.trainers.algorithm",
+        "deciplane.trainers.warm_start", "deciplane.objectives.distill"),
+    "deciplane.trainers.single_turn": (
+        "deciplane.engine.budget", "deciplane.engine.generation", "deciplane.engine.grpo",
+        "deciplane.engine.logprobs", "deciplane.engine.optim",
+        "deciplane.objectives.policy_loss"),
+    # 0.3 -- infrastructure out of envs/
+    "deciplane.envs.sandbox._common": (
+        "deciplane.sandbox.limits", "deciplane.sandbox.results", "deciplane.sandbox.host",
+        "deciplane.sandbox.scratch", "deciplane.sandbox.cgroups", "deciplane.sandbox.execute"),
+    "deciplane.envs.sandbox.doctor": "deciplane.cli.doctor_report",
+    "deciplane.envs.sandbox": "deciplane.sandbox",
+    "deciplane.envs.benchmarks": "deciplane.benchmarks",
+    "deciplane.envs.ray_vector": "deciplane.vector.ray_env",
+    "deciplane.envs._ray": "deciplane.ray_cluster",
+    # 0.3 -- names that explain themselves
+    "deciplane.agents.evaluation": "deciplane.evaluation.agents",
+    "deciplane.trainers.envs": "deciplane.trainers.env_suite",
+    "deciplane.trainers.planner": "deciplane.trainers.time_budget",
+    # 0.3 -- the menu envs' shared code in one package (menu_env held the text helpers and
+    # the base env)
+    "deciplane.envs.menus": "deciplane.envs.menu.menu",
+    "deciplane.envs.menu_env": ("deciplane.envs.menu.text", "deciplane.envs.menu.base"),
 }
+"""old module path -> new module path (or the new modules an old one was split into)."""
+
+RENAMED: dict[str, str] = {
+    # 0.2 -- loss configs are *LossConfig (the trainer's or adapter's *Config never shares a name)
+    **{f"deciplane.objectives{sub}.{old}": f"deciplane.objectives{sub}.{old[:-6]}LossConfig"
+       for sub, old in [("", "TLMDREConfig"), ("", "RLiDConfig"), ("", "CORDConfig"),
+                        ("", "TASCOConfig"), ("", "ERPOConfig"), ("", "TTPOConfig"),
+                        (".tlm_dre", "TLMDREConfig"), (".rlid", "RLiDConfig"),
+                        (".cord", "CORDConfig"), (".tasco", "TASCOConfig"),
+                        (".erpo", "ERPOConfig"), (".ttpo", "TTPOConfig")]},
+    # 0.2 -- the run helpers left the trainer module
+    **{f"deciplane.trainers.trainer.{n}": f"deciplane.trainers.run.{n}"
+       for n in ("build_policy", "build_algorithm", "lora_targets", "run_training",
+                 "RESUMABLE_CHANGES")},
+    # 0.3 -- the RLiD-PPO trainer is named after its method
+    "deciplane.trainers.rlid_ppo.MenuPPO": "deciplane.trainers.rlid_ppo.RLiDPPO",
+    # 0.2 -- deprecated without a replacement
+    "deciplane.types.GroupBatch": "deciplane.types._GroupBatch",
+    "deciplane.GroupBatch": "deciplane.types._GroupBatch",
+}
+"""old ``module.name`` -> new ``module.name`` (served by the old module's ``__getattr__``)."""
+
+NOTES: dict[str, str] = {
+    "deciplane.types.GroupBatch": "deciplane never built it; the trainers' typed batches are "
+                                  "in deciplane.trainers.algorithm",
+    "deciplane.GroupBatch": "deciplane never built it; the trainers' typed batches are in "
+                            "deciplane.trainers.algorithm",
+}
+"""Why an old name has no real successor (said in its warning instead of "import X")."""
+
+
+def _warn(old: str, new: str, stacklevel: int = 3) -> None:
+    advice = NOTES.get(old) or f"moved to {new}; import {new} instead"
+    warnings.warn(f"{old} is deprecated: {advice} (the old path goes away in the next release)",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
+def _target(fullname: str) -> str | tuple[str, ...] | None:
+    """The new module(s) of an old module name: its own entry, else its package's."""
+    if fullname in MOVED:
+        return MOVED[fullname]
+    for old, new in MOVED.items():
+        if isinstance(new, str) and fullname.startswith(old + "."):
+            return new + fullname[len(old):]
+    return None
+
+
+def _split_module(old: str, parts: tuple[str, ...]) -> types.ModuleType:
+    """A stand-in for a module that was split: each name comes from the part that has it."""
+    module = types.ModuleType(old, f"Moved: the names of {old} are in {', '.join(parts)}.")
+
+    def __getattr__(name: str) -> Any:
+        for part in parts:
+            mod = importlib.import_module(part)
+            if name in vars(mod) or name in getattr(mod, "__all__", ()):
+                return getattr(mod, name)
+        for part in parts:         # a renamed name served by its module's __getattr__
+            if f"{part}.{name}" in RENAMED:
+                return getattr(importlib.import_module(part), name)
+        raise AttributeError(f"module {old!r} has no attribute {name!r} (its names moved to "
+                             f"{', '.join(parts)})")
+
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    module.__path__ = []              # so that `import old.sub` reaches the finder
+    return module
 
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves an old module name to its new module (same object, not a copy)."""
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001
-        if fullname in MOVED:
+        if _target(fullname) is not None:
             return importlib.util.spec_from_loader(fullname, self)
         return None
 
     def create_module(self, spec):  # noqa: ANN001
-        new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} in deciplane 0.2; import {new} instead "
-                      "(the old path goes away in the next release)",
-                      DeprecationWarning, stacklevel=2)
+        new = _target(spec.name)
+        label = new if isinstance(new, str) else " / ".join(new)
+        _warn(spec.name, label)
+        if isinstance(new, tuple):
+            return _split_module(spec.name, new)
         return importlib.import_module(new)
 
     def exec_module(self, module) -> None:  # noqa: ANN001
         pass  # the new module is already executed
 
 
+def renamed_names(module: str, fallback: Callable[[str], Any] | None = None
+                  ) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a module with entries in :data:`RENAMED`: an old name warns and
+    returns the new object; other names go to ``fallback`` (e.g. the module's lazy exports)."""
+
+    def __getattr__(name: str) -> Any:
+        new = RENAMED.get(f"{module}.{name}")
+        if new is not None:
+            _warn(f"{module}.{name}", new)
+            new_module, _, new_name = new.rpartition(".")
+            return getattr(importlib.import_module(new_module), new_name)
+        if fallback is not None:
+            return fallback(name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 def install() -> None:
+    # first on the path: a submodule of a moved package must resolve to the new module,
+    # not load a second copy of the file through the package's __path__
     if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-        sys.meta_path.append(_MovedModuleFinder())
+        sys.meta_path.insert(0, _MovedModuleFinder())

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from deciplane._moved import renamed_names
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -158,13 +160,4 @@ class _GroupBatch:
         return _GroupBatch([t for g in groups for t in g])
 
 
-def __getattr__(name: str) -> Any:
-    if name == "GroupBatch":
-        import warnings
-
-        warnings.warn("deciplane.types.GroupBatch is deprecated (deciplane never built it) and "
-                      "goes away in the next release; the trainers' typed batches are in "
-                      "deciplane.trainers.algorithm", DeprecationWarning, stacklevel=2)
-        _GroupBatch.__name__ = _GroupBatch.__qualname__ = "GroupBatch"
-        return _GroupBatch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__)   # GroupBatch

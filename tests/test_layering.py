@@ -1,5 +1,5 @@
 """Dependency direction (DESIGN.md): ``objectives`` imports only torch/numpy/stdlib and
-``deciplane.errors``; ``envs`` imports nothing from agents/trainers/adapt.
+``deciplane.errors`` (and the deprecation table ``deciplane._moved``); ``envs`` imports nothing from agents/trainers/adapt.
 
 Checked statically by parsing every file (imports inside functions count too), so a lazy
 import cannot hide an upward dependency.
@@ -66,12 +66,12 @@ def test_objectives_import_only_torch_numpy_stdlib_and_errors():
     for f in files:
         for line, mod in imports_of(f):
             if mod.startswith("deciplane"):
-                ok = mod == "deciplane.errors" or mod.startswith("deciplane.objectives")
+                ok = mod in ("deciplane.errors", "deciplane._moved") or mod.startswith("deciplane.objectives")
             else:
                 ok = _top(mod) in allowed_top
             if not ok:
                 bad.append(f"{f.relative_to(PKG.parent)}:{line} imports {mod}")
-    assert not bad, "objectives/ must import only torch, numpy, stdlib and deciplane.errors:\n" \
+    assert not bad, "objectives/ must import only torch, numpy, stdlib, deciplane.errors and deciplane._moved:\n" \
         + "\n".join(bad)
 
 
@@ -98,12 +98,24 @@ ALL_MODULES = {_module_name(f): f for f in sorted(PKG.rglob("*.py"))}
 
 LAYERS: dict[str, tuple[str, ...]] = {
     # layer -> the deciplane sub-packages/modules it must NOT import (DESIGN's direction:
-    # objectives < envs < agents < engine < trainers | adapt < evaluation < cli)
+    # sandbox | objectives < envs < vector | agents < engine < trainers | adapt
+    # < evaluation < cli; benchmarks next to envs, see test_benchmarks_and_envs_share_two_modules)
+    "deciplane.sandbox": ("deciplane.envs", "deciplane.benchmarks", "deciplane.vector",
+                          "deciplane.agents", "deciplane.engine", "deciplane.trainers",
+                          "deciplane.adapt", "deciplane.evaluation", "deciplane.cli",
+                          "deciplane.objectives"),
     "deciplane.objectives": ("deciplane.envs", "deciplane.agents", "deciplane.engine",
                              "deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
-                             "deciplane.cli", "deciplane.config"),
-    "deciplane.envs": ("deciplane.agents", "deciplane.engine", "deciplane.trainers",
-                       "deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
+                             "deciplane.cli", "deciplane.config", "deciplane.sandbox",
+                             "deciplane.benchmarks", "deciplane.vector"),
+    "deciplane.envs": ("deciplane.vector", "deciplane.agents", "deciplane.engine",
+                       "deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
+                       "deciplane.cli"),
+    "deciplane.benchmarks": ("deciplane.vector", "deciplane.agents", "deciplane.engine",
+                             "deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
+                             "deciplane.cli"),
+    "deciplane.vector": ("deciplane.agents", "deciplane.engine", "deciplane.trainers",
+                         "deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
     "deciplane.agents": ("deciplane.engine", "deciplane.trainers", "deciplane.adapt",
                          "deciplane.evaluation", "deciplane.cli"),
     "deciplane.engine": ("deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
@@ -112,6 +124,29 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "deciplane.adapt": ("deciplane.trainers", "deciplane.evaluation", "deciplane.cli"),
     "deciplane.evaluation": ("deciplane.cli",),
 }
+
+BASE_MODULES = ("deciplane.errors", "deciplane.utils", "deciplane.types", "deciplane._moved",
+                "deciplane.ray_cluster", "deciplane.provenance", "deciplane.stats")
+"""Top-level modules every layer may use; they import no sub-package."""
+
+
+def test_base_modules_import_no_sub_package():
+    subs = {f"deciplane.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    bad = [f"{name} imports {mod}" for name in BASE_MODULES
+           for _, mod in imports_of(ALL_MODULES[name]) if any(_within(mod, s) for s in subs)]
+    assert not bad, "\n".join(bad)
+
+
+def test_benchmarks_and_envs_share_two_modules():
+    """The envs load their data from the benchmark registry (``benchmarks.data``); the
+    benchmarks score with the envs' math verifier (``envs.math.verify``). Nothing else
+    crosses between the two packages (so no module circle, tested below)."""
+    crossing = {(name, mod) for name, path in ALL_MODULES.items()
+                for _, mod in imports_of(path)
+                if (_within(name, "deciplane.envs") and _within(mod, "deciplane.benchmarks"))
+                or (_within(name, "deciplane.benchmarks") and _within(mod, "deciplane.envs"))}
+    targets = {mod for _, mod in crossing}
+    assert targets <= {"deciplane.benchmarks.data", "deciplane.envs.math.verify"}, crossing
 
 
 def _within(mod: str, pkg: str) -> bool:

@@ -372,7 +372,7 @@ class ProbeERPO(BaseAdapter):
     """Name of the equal-budget selection baseline in ``summary.json``."""
 
     def __init__(self, policy, config: ProbeERPOConfig | None = None, progress=None):
-        from deciplane.envs.sandbox import Sandbox
+        from deciplane.sandbox import Sandbox
 
         super().__init__(policy, config, progress)
         cfg = self.config

@@ -8,7 +8,7 @@ texts = TextAgent(policy, style="react").act(observations, menus)   # list[TextD
 ```
 
 Names are imported lazily (torch and transformers load on first use), so that
-``import deciplane.agents.evaluation`` stays cheap for the command line.
+``import deciplane.evaluation.agents`` stays cheap for the command line.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ _LAZY = {
     "normalise": "deciplane.agents.text",
     "LabelAlphabet": "deciplane.agents.labels",
     "compile_alphabet": "deciplane.agents.labels",
-    "MenuEvalAgent": "deciplane.agents.evaluation",
-    "TextEvalAgent": "deciplane.agents.evaluation",
-    "EVAL_AGENT_FACTORIES": "deciplane.agents.evaluation",
+    "MenuEvalAgent": "deciplane.evaluation.agents",
+    "TextEvalAgent": "deciplane.evaluation.agents",
+    "EVAL_AGENT_FACTORIES": "deciplane.evaluation.agents",
 }
 
 

@@ -46,14 +46,14 @@ _register_adapt_commands(app)
 @app.command("benchmarks")
 def benchmarks_cmd() -> None:
     """List built-in benchmarks, the number of tasks in each split, and the rg:<family> names."""
-    from deciplane.envs.benchmarks import descriptions, list_benchmarks
+    from deciplane.benchmarks import descriptions, list_benchmarks
 
     table = Table("benchmark", "splits (tasks)", "description")
     for name, sizes in list_benchmarks().items():
         splits = ", ".join(f"{s} {n}" for s, n in sizes.items())
         table.add_row(name, splits, descriptions().get(name, ""))
     console.print(table)
-    from deciplane.envs.benchmarks.data import BENCHMARKS
+    from deciplane.benchmarks.data import BENCHMARKS
 
     for name, bench in sorted(BENCHMARKS.items()):
         if bench.prefix and bench.members is not None:

@@ -66,7 +66,7 @@ def run_cmd(
     from deciplane.envs.codeopt.evaluate import evaluate
     from deciplane.envs.codeopt.tasks import get_task
     from deciplane.envs.codeopt.timers import make_timer
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
 
     from deciplane.errors import DeciplaneError
 
@@ -106,7 +106,7 @@ def suite_cmd(
     from deciplane.envs.codeopt.evaluate import evaluate_suite
     from deciplane.envs.codeopt.tasks import list_tasks
     from deciplane.envs.codeopt.timers import make_timer
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
     from deciplane.errors import DeciplaneError
 
     err = Console(stderr=True)

@@ -1,5 +1,5 @@
 """``deciplane doctor``: which sandbox backends work here (and why not), what ``auto``
-picks, valgrind, java (the facts come from :func:`deciplane.envs.sandbox.doctor.doctor_report`)."""
+picks, valgrind, java (the facts come from :func:`deciplane.cli.doctor_report.doctor_report`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deciplane.envs.sandbox.doctor import doctor_report
+from deciplane.cli.doctor_report import doctor_report
 
 
 def doctor_cmd() -> None:

@@ -110,12 +110,12 @@ _load_plugins()
 
 # Lazy public names: `from deciplane.envs import Sandbox` imports only what it needs.
 _LAZY = {
-    "Sandbox": "deciplane.envs.sandbox",
-    "SandboxResult": "deciplane.envs.sandbox",
+    "Sandbox": "deciplane.sandbox",
+    "SandboxResult": "deciplane.sandbox",
     "verify_math": "deciplane.envs.math.verify",
-    "load_benchmark": "deciplane.envs.benchmarks",
-    "list_benchmarks": "deciplane.envs.benchmarks",
-    "HeldOutScorer": "deciplane.envs.benchmarks.scorer",
+    "load_benchmark": "deciplane.benchmarks",
+    "list_benchmarks": "deciplane.benchmarks",
+    "HeldOutScorer": "deciplane.benchmarks.scorer",
     "TextWorldEnv": "deciplane.envs.textworld.env",
     "TextWorldExpressEnv": "deciplane.envs.twx.env",
     "ALFWorldEnv": "deciplane.envs.alfworld.env",

@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from deciplane.agents.evaluation import EVAL_AGENT_FACTORIES
+from deciplane.evaluation.agents import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
 from deciplane.stats import PairedComparison, paired_difference, wilson_interval
 from deciplane.provenance import provenance

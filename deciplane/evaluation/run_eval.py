@@ -171,7 +171,7 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
 def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
     """The greedy evaluation agent the run trained (menu agent for ``rlid_ppo``, free-text
     agent for ``text_ppo``) with the run's prompt settings, behind ``act_batch``."""
-    from deciplane.agents.evaluation import MenuEvalAgent, TextEvalAgent
+    from deciplane.evaluation.agents import MenuEvalAgent, TextEvalAgent
     from deciplane.trainers import rlid_ppo, text_ppo
 
     c = trained.config
@@ -189,9 +189,9 @@ def run_env_kwargs(config: Any, split: str | None,
                    overrides: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]]:
     """``(split or None, gym.make kwargs)`` for evaluating a run on its environment: the
     run's ``env.kwargs`` (updated by ``overrides``) with the trainer's menu defaults
-    (``deciplane.trainers.envs.MENU_DEFAULTS``) and ``max_episode_steps``. The split is
+    (``deciplane.trainers.env_suite.MENU_DEFAULTS``) and ``max_episode_steps``. The split is
     dropped for environments without splits (and for explicit game-file lists)."""
-    from deciplane.trainers.envs import MENU_DEFAULTS, TEXTWORLD, _env_params, with_menu_defaults
+    from deciplane.trainers.env_suite import MENU_DEFAULTS, TEXTWORLD, _env_params, with_menu_defaults
 
     kwargs = dict(config.env.kwargs)
     kwargs.update(overrides or {})

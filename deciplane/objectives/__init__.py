@@ -43,7 +43,9 @@ from .advantages import (ADVANTAGE_ESTIMATORS, AdvantageConfig, compute_advantag
                          degenerate_groups, dr_grpo_advantages, gae, grpo_advantages,
                          is_degenerate_batch, reinforce_pp_advantages, rloo_advantages,
                          varied_group_share)
-from .common import (renamed_in_0_2, entropy_from_logits, gather_log_probs, group_ids_from_keys,
+from deciplane._moved import renamed_names
+
+from .common import (entropy_from_logits, gather_log_probs, group_ids_from_keys,
                      kl_from_logits, masked_mean, masked_minmax_normalize, masked_quantile,
                      masked_sum)
 from .cord import (PROJECTION_RULES, CordGradBuffers, CORDLossConfig, cord_combine, cord_stats,
@@ -105,7 +107,4 @@ __all__ = [
 ]
 
 
-_RENAMED = {"TLMDREConfig": "TLMDRELossConfig", "RLiDConfig": "RLiDLossConfig",
-            "CORDConfig": "CORDLossConfig", "TASCOConfig": "TASCOLossConfig",
-            "ERPOConfig": "ERPOLossConfig", "TTPOConfig": "TTPOLossConfig"}
-__getattr__ = renamed_in_0_2(__name__, _RENAMED, globals())
+__getattr__ = renamed_names(__name__)

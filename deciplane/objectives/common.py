@@ -213,21 +213,3 @@ def kl_from_logits(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tens
     logp = torch.log_softmax(p_logits.float(), dim=-1)
     logq = torch.log_softmax(q_logits.float(), dim=-1)
     return (logp.exp() * (logp - logq)).sum(-1)
-
-
-def renamed_in_0_2(module: str, names: dict[str, str], namespace: dict[str, Any]):
-    """A module ``__getattr__`` that serves 0.1's names of renamed classes for one release
-    with a ``DeprecationWarning`` (loss configs are ``*LossConfig`` since 0.2, so that the
-    adapter's or trainer's ``*Config`` above them never shares a name)."""
-
-    def __getattr__(name: str) -> Any:
-        if name in names:
-            import warnings
-
-            warnings.warn(f"{module}.{name} is {names[name]} since deciplane 0.2 (loss configs "
-                          "are *LossConfig); the old name goes away in the next release",
-                          DeprecationWarning, stacklevel=2)
-            return namespace[names[name]]
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return __getattr__

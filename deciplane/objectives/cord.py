@@ -29,7 +29,9 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import renamed_in_0_2, check_choice, check_range
+from deciplane._moved import renamed_names
+
+from .common import check_choice, check_range
 
 Protected = Literal["task", "teacher"]
 CordMode = Literal["conflict", "always"]
@@ -183,4 +185,4 @@ class CordGradBuffers:
         self.micro_batches = 0
 
 
-__getattr__ = renamed_in_0_2(__name__, {"CORDConfig": "CORDLossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

@@ -26,7 +26,9 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (renamed_in_0_2, as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
+from deciplane._moved import renamed_names
+
+from .common import (as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
                      masked_mean)
 from .policy_loss import LossOutput, clipped_surrogate, token_mean
 
@@ -142,4 +144,4 @@ def erpo_loss(cfg: ERPOLossConfig, logp: torch.Tensor, old_logp: torch.Tensor | 
                              "erpo/neg_share": float((advantages < 0).float().mean())})
 
 
-__getattr__ = renamed_in_0_2(__name__, {"ERPOConfig": "ERPOLossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

@@ -30,7 +30,9 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (renamed_in_0_2, _check_ids, as_bool_mask, check_choice, check_dim, check_range,
+from deciplane._moved import renamed_names
+
+from .common import (_check_ids, as_bool_mask, check_choice, check_dim, check_range,
                      check_same_shape, dense_ids, segment_sum)
 from .policy_loss import LossOutput, clipped_surrogate
 
@@ -235,4 +237,4 @@ def rlid_loss(cfg: RLiDLossConfig, log_probs: torch.Tensor, actions: torch.Tenso
     return LossOutput(loss, metrics)
 
 
-__getattr__ = renamed_in_0_2(__name__, {"RLiDConfig": "RLiDLossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

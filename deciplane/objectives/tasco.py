@@ -21,7 +21,9 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (renamed_in_0_2, as_bool_mask, check_choice, check_range, entropy_from_logits,
+from deciplane._moved import renamed_names
+
+from .common import (as_bool_mask, check_choice, check_range, entropy_from_logits,
                      kl_from_logits, masked_mean)
 from .policy_loss import LossOutput
 
@@ -116,4 +118,4 @@ class TASCOLossConfig:
         check_range(o, "rho", self.rho, low=0.0)
 
 
-__getattr__ = renamed_in_0_2(__name__, {"TASCOConfig": "TASCOLossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

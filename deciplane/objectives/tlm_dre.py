@@ -29,7 +29,9 @@ import torch
 
 from deciplane.errors import ConfigError, MissingTurnIds, ObjectiveInputError
 
-from .common import renamed_in_0_2, check_dim, check_range, check_same_shape, masked_mean, segment_sum
+from deciplane._moved import renamed_names
+
+from .common import check_dim, check_range, check_same_shape, masked_mean, segment_sum
 from .policy_loss import LossOutput, clipped_surrogate
 
 
@@ -209,4 +211,4 @@ def tlm_dre_loss(cfg: TLMDRELossConfig, logp: torch.Tensor, old_logp: torch.Tens
     return LossOutput(loss, metrics)
 
 
-__getattr__ = renamed_in_0_2(__name__, {"TLMDREConfig": "TLMDRELossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

@@ -33,7 +33,9 @@ import torch
 
 from deciplane.errors import ObjectiveInputError
 
-from .common import (renamed_in_0_2, as_bool_mask, check_dim, check_range, check_same_shape,
+from deciplane._moved import renamed_names
+
+from .common import (as_bool_mask, check_dim, check_range, check_same_shape,
                      masked_mean, masked_minmax_normalize, masked_quantile, masked_sum)
 from .policy_loss import LossOutput
 
@@ -259,4 +261,4 @@ def branch_metrics(kl: torch.Tensor, weights: torch.Tensor, entropy: torch.Tenso
             "ttpo/entropy": float(masked_mean(entropy.to(torch.float64), m))}
 
 
-__getattr__ = renamed_in_0_2(__name__, {"TTPOConfig": "TTPOLossConfig"}, globals())
+__getattr__ = renamed_names(__name__)

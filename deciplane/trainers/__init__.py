@@ -18,7 +18,7 @@ summary["eval"]["test"]["success_rate"]
   :mod:`deciplane.engine.grpo`); :mod:`~deciplane.trainers.warm_start` (behaviour cloning);
 * :mod:`~deciplane.trainers.run` — the table of algorithms and :func:`run_training`;
   :mod:`~deciplane.trainers.critic` — the value head of ``advantage: gae``;
-* :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.envs` — grouped episodes
+* :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.env_suite` — grouped episodes
   over ``gymnasium.vector`` envs; :mod:`~deciplane.trainers.checkpoint`,
   :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.evaluation.report`.
 

@@ -32,7 +32,8 @@ import torch
 
 from deciplane.utils import atomic_write_json, deciplane_home
 
-CODE_DIRS = ("agents", "envs", "engine/episodes.py", "trainers/envs.py")
+CODE_DIRS = ("agents", "envs", "sandbox", "benchmarks", "engine/episodes.py",
+             "trainers/env_suite.py")
 """Sources (under the package) whose digest is part of every key."""
 
 _code_digest: str | None = None

@@ -20,7 +20,7 @@ from deciplane.engine.generation import generate_texts, sample_groups
 from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.engine.trunk import trunk_boundary
 from deciplane.engine.optim import Optimizer
-from deciplane.envs.benchmarks import load_benchmark
+from deciplane.benchmarks import load_benchmark
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, SampleGroups
 from deciplane.trainers.config import MathGRPOConfig
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deciplane._moved import renamed_names
 from deciplane.agents.loading import load_policy
 from deciplane.agents.menu import MenuAgent
 from deciplane.agents.policy import decoder_layers
@@ -35,7 +36,7 @@ from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
-from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.env_suite import EnvSuite
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
@@ -120,7 +121,7 @@ def expert_fit(agent: MenuAgent, decisions: list[Decision], targets: list[int],
     return nll / n, hits / n
 
 
-class MenuPPO(Algorithm):
+class RLiDPPO(Algorithm):
     """RLiD-PPO for the decision-plane menu agent (docs/methods.md §1, §3)."""
 
     config: RLiDPPOConfig
@@ -418,5 +419,7 @@ class MenuPPO(Algorithm):
         self.suite.close()
 
 
-__all__ = ["MenuPPO", "bc_valid_episodes", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
+__getattr__ = renamed_names(__name__)   # MenuPPO, its name until 0.3
+
+__all__ = ["RLiDPPO", "bc_valid_episodes", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]

@@ -27,7 +27,7 @@ from deciplane.trainers.algorithm import Algorithm
 from deciplane.trainers.config import TrainConfig, load_config, to_dict
 from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
 from deciplane.trainers.math_grpo import MathGRPO
-from deciplane.trainers.rlid_ppo import MenuPPO
+from deciplane.trainers.rlid_ppo import RLiDPPO
 from deciplane.trainers.text_ppo import TextPPO
 from deciplane.trainers.trainer import Trainer, ensure_unused_run_dir
 from deciplane.utils import flatten_dict, seed_everything
@@ -88,7 +88,7 @@ def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None
 
 
 ALGORITHMS: dict[str, Callable[[Any, Any], Algorithm]] = {
-    "rlid_ppo": MenuPPO,
+    "rlid_ppo": RLiDPPO,
     "text_ppo": TextPPO,
     "math_grpo": MathGRPO,
 }

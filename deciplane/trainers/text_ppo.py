@@ -23,7 +23,7 @@ from deciplane.objectives.tlm_dre import tlm_dre_loss
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.trainers.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
-from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.env_suite import EnvSuite
 from deciplane.trainers.rlid_ppo import group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,

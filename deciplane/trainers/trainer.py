@@ -36,6 +36,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from deciplane._moved import renamed_names
 from deciplane.engine import distributed
 from deciplane.engine.optim import Optimizer, combine_gradients, optimizer_step
 from deciplane.errors import CheckpointError, ConfigError
@@ -45,7 +46,7 @@ from deciplane.trainers import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
 from deciplane.trainers.logger import METRICS_FILE, RunLogger
-from deciplane.trainers.planner import (PLAN_AFTER_EPISODES, continue_epochs,
+from deciplane.trainers.time_budget import (PLAN_AFTER_EPISODES, continue_epochs,
                                         eval_episodes_that_fit, room_for_iteration)
 from deciplane.utils import atomic_write_json, seed_everything
 
@@ -626,16 +627,7 @@ def ensure_unused_run_dir(run_dir: Path) -> None:
                               "or choose another --run-dir")
 
 
-_MOVED_TO_RUN = ("build_policy", "build_algorithm", "lora_targets", "run_training",
-                 "RESUMABLE_CHANGES")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_RUN:
-        raise AttributeError(f"deciplane.trainers.trainer.{name} moved to "
-                             f"deciplane.trainers.run.{name} in deciplane 0.2 (also importable "
-                             f"as deciplane.trainers.{name}); import it from there")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = renamed_names(__name__)
 
 
 __all__ = ["Algorithm", "Objectives", "RolloutBatch", "Trainer", "combine_gradients",

@@ -17,7 +17,7 @@ import torch
 from deciplane.engine.logprobs import forward_responses
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
 from deciplane.objectives.distill import token_nll
-from deciplane.trainers.envs import EnvSuite
+from deciplane.trainers.env_suite import EnvSuite
 from deciplane.engine.episodes import collect_expert_episodes
 from deciplane.types import Trajectory
 

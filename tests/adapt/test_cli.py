@@ -87,7 +87,7 @@ def test_adapt_default_benchmark_is_the_calibrated_one():
     import inspect
 
     from deciplane.adapt.runner import DEFAULT_BENCHMARK, run_adaptation
-    from deciplane.envs.benchmarks import split_names
+    from deciplane.benchmarks import split_names
 
     assert DEFAULT_BENCHMARK == "products-1d" and split_names(DEFAULT_BENCHMARK) == ("test",)
     assert inspect.signature(run_adaptation).parameters["benchmark"].default == DEFAULT_BENCHMARK

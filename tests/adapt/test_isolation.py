@@ -89,7 +89,7 @@ class CheatingAdapter:
 
 
 def _gold_in_subprocess(name: str, split: str, limit: int) -> list[str]:
-    code = ("import json; from deciplane.envs.benchmarks import load_labeled\n"
+    code = ("import json; from deciplane.benchmarks import load_labeled\n"
             f"print(json.dumps([it.gold for it in load_labeled({name!r}, {split!r}, limit={limit})[0]]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          timeout=300, check=True)

@@ -81,7 +81,7 @@ def test_adapter_has_no_path_to_hidden_tests():
             mods.add(node.module)
         elif isinstance(node, ast.Import):
             mods.update(a.name for a in node.names)
-    assert not any(m and m.startswith(("deciplane.envs.benchmarks", "deciplane.envs.code.benchmarks",
+    assert not any(m and m.startswith(("deciplane.benchmarks", "deciplane.envs.code.benchmarks",
                                        "deciplane.envs.code.easy_funcs")) for m in mods), mods
     for banned in ("load_labeled", "judge", "run_hidden_tests", "gold"):
         assert banned not in src, banned

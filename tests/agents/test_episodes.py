@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deciplane.agents import MenuAgent, TextAgent
-from deciplane.agents.evaluation import (EVAL_AGENT_FACTORIES, MenuEvalAgent, TextEvalAgent, _Histories,
+from deciplane.evaluation.agents import (EVAL_AGENT_FACTORIES, MenuEvalAgent, TextEvalAgent, _Histories,
                                          menu_factory)
 from deciplane.errors import ConfigError
 from deciplane.evaluation.evaluate import evaluate_agent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deciplane.envs.sandbox import BACKENDS, Sandbox, available_backends
+from deciplane.sandbox import BACKENDS, Sandbox, available_backends
 
 _CACHE: dict[str, Sandbox] = {}
 
@@ -35,7 +35,7 @@ def scratch_holding(name: str, worker, content: str | None = None,
     run) ends, or ``timeout_s`` passes (then None)."""
     import time
 
-    from deciplane.envs.sandbox._common import scratch_base
+    from deciplane.sandbox.scratch import scratch_base
 
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
@@ -106,7 +106,7 @@ class ProgramRunner(WarmRunner):
 
 def close_warm() -> None:
     """Close this process's kept warm jails (so that a fixture's leak checks see none)."""
-    from deciplane.envs.sandbox import warm
+    from deciplane.sandbox import warm
     warm.close_program_jails()
 
 
@@ -173,7 +173,7 @@ def sandbox_tmp():
     import shutil
     import tempfile
 
-    from deciplane.envs.sandbox._common import default_scratch_root
+    from deciplane.sandbox.scratch import default_scratch_root
     d = tempfile.mkdtemp(prefix="deciplane-test-sbx-", dir=default_scratch_root())
     os.chmod(d, 0o711)
     yield d

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from deciplane.cli import app
 from deciplane.envs import list_benchmarks, load_benchmark
-from deciplane.envs.benchmarks.arith import SPECS, generate_splits, make_problem
-from deciplane.envs.benchmarks import load_labeled
+from deciplane.benchmarks.arith import SPECS, generate_splits, make_problem
+from deciplane.benchmarks import load_labeled
 from deciplane.errors import UnknownBenchmark
 
 EXPECTED = {"arith": {"train": 1000, "valid": 200, "test": 200},

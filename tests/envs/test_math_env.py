@@ -10,7 +10,7 @@ from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env
 
 import deciplane  # noqa: F401  (registers ids)
-from deciplane.envs.benchmarks import load_labeled
+from deciplane.benchmarks import load_labeled
 from deciplane.errors import ConfigError, InvalidAnswer, UnknownBenchmark
 
 

@@ -117,7 +117,7 @@ def test_the_removed_max_episode_steps_argument_names_time_limit(name):
 
 def test_trainer_episodes_are_cut_by_time_limit():
     from deciplane.trainers.config import EnvConfig
-    from deciplane.trainers.envs import EnvSuite
+    from deciplane.trainers.env_suite import EnvSuite
 
     suite = EnvSuite(EnvConfig(kwargs={"games": "embedded"}, max_episode_steps=2))
     env = suite._make_env("train")()

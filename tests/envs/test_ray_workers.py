@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'deciplane[ray]')")
 
 import deciplane.envs  # noqa: E402,F401  (registers the ids)
-from deciplane.envs.ray_vector import (DROPPED_KEY, EnvSpec, RayVectorEnv,  # noqa: E402
+from deciplane.vector.ray_env import (DROPPED_KEY, EnvSpec, RayVectorEnv,  # noqa: E402
                                        split_blocks)
 from deciplane.errors import ConfigError, EnvWorkerError, InvalidAction  # noqa: E402
 
@@ -337,8 +337,8 @@ def test_in_flight_kill_during_a_step_is_recovered():
 # ---- sandboxed runs as Ray tasks -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def remote_sandbox():
-    from deciplane.envs.sandbox import available_backends
-    from deciplane.envs.sandbox.remote import RaySandbox
+    from deciplane.sandbox import available_backends
+    from deciplane.sandbox.remote import RaySandbox
 
     if not any(ok for ok, _ in available_backends().values()):
         pytest.skip("no sandbox backend works here: " + "; ".join(
@@ -347,7 +347,7 @@ def remote_sandbox():
 
 
 def test_ray_sandbox_runs_on_a_worker_with_the_node_backend(remote_sandbox):
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
 
     assert remote_sandbox.backend == Sandbox().backend
     ref = remote_sandbox.submit("print(input()[::-1])", stdin="abc\n")
@@ -404,7 +404,7 @@ def test_config_env_workers_ray_gives_the_same_training_rollouts():
     (the suite's own env factories, GameSlotEnv included, shipped to the workers) that
     plays exactly what the in-process suite plays; evaluation stays in process."""
     from deciplane.trainers.config import load_config
-    from deciplane.trainers.envs import EnvSuite
+    from deciplane.trainers.env_suite import EnvSuite
 
     cfg = load_config(data={"algorithm": "rlid_ppo",
                             "env": {"games_per_iteration": 2, "group_size": 2,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deciplane.envs import load_benchmark
-from deciplane.envs.benchmarks import data, list_benchmarks
+from deciplane.benchmarks import data, list_benchmarks
 from deciplane.errors import ScorerError, UnknownBenchmark
 
 
@@ -19,7 +19,7 @@ EASY = {"min_terms": 2, "max_terms": 2, "max_digits": 1}
 
 
 def test_splits_are_disjoint_seeded_and_fingerprinted():
-    from deciplane.envs.benchmarks.rg import SPLIT_SIZES
+    from deciplane.benchmarks.rg import SPLIT_SIZES
 
     test, fp = data.load_labeled("rg:leg_counting", "test", max_animals=3)
     valid, _ = data.load_labeled("rg:leg_counting", "valid", max_animals=3)
@@ -38,7 +38,7 @@ def test_splits_are_disjoint_seeded_and_fingerprinted():
 
 
 def test_small_families_get_proportional_disjoint_splits():
-    from deciplane.envs.benchmarks.rg import split_sizes
+    from deciplane.benchmarks.rg import split_sizes
 
     assert split_sizes(800) == split_sizes(5000) == {"test": 200, "valid": 100, "train": 500}
     assert split_sizes(200) == {"test": 50, "valid": 25, "train": 125}
@@ -68,7 +68,7 @@ def test_the_calibrated_default_is_every_one_digit_product_in_one_test_split():
 
 
 def test_scorer_agrees_with_score_answer_on_gold_and_perturbed_answers():
-    from deciplane.envs.benchmarks.rg import judge_rg, score_one
+    from deciplane.benchmarks.rg import judge_rg, score_one
 
     for name, params in [("rg:chain_sum", EASY), ("rg:leg_counting", {"max_animals": 3}),
                          ("rg:basic_arithmetic", EASY), ("rg:word_sorting", {}),
@@ -129,7 +129,7 @@ def test_cheating_adapter_finds_no_rg_gold():
         assert len(cheat.seen) > 10_000 and canary["planted"] in cheat.seen
         assert scorer.score({t.id: "" for t in tasks}).count == 40
     # gold is read only now, in another process, after the walk
-    code = ("import json; from deciplane.envs.benchmarks import load_labeled\n"
+    code = ("import json; from deciplane.benchmarks import load_labeled\n"
             "print(json.dumps([it.gold for it in load_labeled('rg:word_sorting', 'test', limit=40, "
             "min_words=5, max_words=7)[0]]))")
     gold = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

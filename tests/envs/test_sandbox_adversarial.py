@@ -215,7 +215,7 @@ def test_fork_bomb_contained_fast(sb):
 def test_fork_bomb_does_not_starve_a_concurrent_run(sb):
     """Process limits are per run: a fork bomb holding its whole quota must not make an
     ordinary run beside it fail (RLIMIT_NPROC would: it counts uid 65534 host-wide)."""
-    from deciplane.envs.sandbox._common import cgroup_support
+    from deciplane.sandbox.cgroups import cgroup_support
     if sb.backend == "namespace" and not cgroup_support()[0]:
         pytest.skip("namespace backend without per-run cgroups falls back to RLIMIT_NPROC, "
                     "which counts uid 65534 host-wide (documented limitation): "
@@ -359,7 +359,7 @@ def test_memory_bomb_under_a_tool_is_oom_killed(sb):
     # With argv_prefix no address-space rlimit applies (tools like valgrind reserve a lot);
     # the cgroup/container limit must still stop it.
     if sb.backend != "docker":
-        from deciplane.envs.sandbox._common import cgroup_support
+        from deciplane.sandbox.cgroups import cgroup_support
         if not cgroup_support()[0]:
             pytest.skip("no per-run memory cgroup here: " + cgroup_support()[1])
     res = sb.run("x = []\nwhile True:\n    x.append(bytearray(16 << 20)); x[-1][::4096] = b'x' * 4096",
@@ -404,7 +404,7 @@ def test_huge_file(sb):
 def test_scratch_fill_is_bounded(sb):
     """Many files, each under the size cap: the total is bounded too (on tmpfs scratch
     it counts against memory_mb; on disk, per file and by the wall time)."""
-    from deciplane.envs.sandbox._common import scratch_base
+    from deciplane.sandbox.scratch import scratch_base
     res = sb.run("i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'0' * (4 << 20)); i += 1",
                  max_file_bytes=8 << 20, memory_mb=64, timeout_s=5)
     if str(scratch_base()).startswith("/dev/shm"):

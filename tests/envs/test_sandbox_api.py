@@ -11,16 +11,16 @@ from dataclasses import fields
 import pytest
 
 from deciplane.envs import Sandbox, SandboxResult
-from deciplane.envs.sandbox import BACKENDS, available_backends, resolve_backend
-from deciplane.envs.sandbox import _common as C
+from deciplane.sandbox import BACKENDS, available_backends, resolve_backend
+from deciplane.sandbox import host, limits, results, scratch
 from deciplane.errors import BackendUnavailable, ConfigError
 from sandbox_helpers import backend_params, sandbox_or_skip, sandbox_tmp  # noqa: F401
 
-LIM = C.Limits(timeout_s=2.0, memory_mb=256)
+LIM = limits.Limits(timeout_s=2.0, memory_mb=256)
 
 
-def raw(**kw) -> C.RawRun:
-    return C.RawRun(**kw)
+def raw(**kw) -> results.RawRun:
+    return results.RawRun(**kw)
 
 
 # ---------------------------------------------------------------- classify (pure)
@@ -40,24 +40,24 @@ def raw(**kw) -> C.RawRun:
     (raw(sandbox_failed="bwrap: no"), ("sandbox_error", None)),
 ])
 def test_classify_cases(run, expected):
-    status, code, reason = C.classify(run, LIM)
+    status, code, reason = results.classify(run, LIM)
     assert (status, code) == expected
     assert (reason is None) == (status in ("ok", "runtime_error"))
 
 
 def test_classify_signal_base_translates_supervisor_codes():
-    assert C.classify(raw(returncode=139), LIM, signal_base=128)[:2] == ("killed", -11)
-    assert C.classify(raw(returncode=128 + signal.SIGXCPU), LIM, 128)[0] == "timeout"
-    assert C.classify(raw(returncode=2), LIM, 128)[:2] == ("runtime_error", 2)
+    assert results.classify(raw(returncode=139), LIM, signal_base=128)[:2] == ("killed", -11)
+    assert results.classify(raw(returncode=128 + signal.SIGXCPU), LIM, 128)[0] == "timeout"
+    assert results.classify(raw(returncode=2), LIM, 128)[:2] == ("runtime_error", 2)
 
 
 def test_classify_precedence_property():
     """A sandbox failure beats everything; output overflow beats a timeout."""
     for rc in (0, 1, -9, None):
         for t in (False, True):
-            assert C.classify(raw(returncode=rc, timed_out=t, output_exceeded=True,
+            assert results.classify(raw(returncode=rc, timed_out=t, output_exceeded=True,
                                   sandbox_failed="x"), LIM)[0] == "sandbox_error"
-            assert C.classify(raw(returncode=rc, timed_out=t, output_exceeded=True),
+            assert results.classify(raw(returncode=rc, timed_out=t, output_exceeded=True),
                               LIM)[0] == "output_limit"
 
 
@@ -68,30 +68,30 @@ def test_classify_precedence_property():
                                  dict(max_output_bytes="10")])
 def test_limits_reject_bad_values(bad):
     with pytest.raises(ConfigError, match="not allowed"):
-        C.Limits(**bad)
+        limits.Limits(**bad)
 
 
 def test_cpu_limit_rounds_up_and_defaults_to_timeout():
-    assert C.Limits(timeout_s=2.2).cpu_limit_s == 3
-    assert C.Limits(timeout_s=10, cpu_time_s=0.5).cpu_limit_s == 1
-    rl = C.Limits(memory_mb=100).rlimits()
-    assert rl["as"] == 100 << 20 and "as" not in C.Limits().rlimits(address_space=False)
-    argv = C.prlimit_argv({"cpu": 2, "nproc": 8})
+    assert limits.Limits(timeout_s=2.2).cpu_limit_s == 3
+    assert limits.Limits(timeout_s=10, cpu_time_s=0.5).cpu_limit_s == 1
+    rl = limits.Limits(memory_mb=100).rlimits()
+    assert rl["as"] == 100 << 20 and "as" not in limits.Limits().rlimits(address_space=False)
+    argv = limits.prlimit_argv({"cpu": 2, "nproc": 8})
     assert argv[1:] == ["--cpu=2:3", "--nproc=8", "--"]   # SIGXCPU first, SIGKILL 1 s later
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../b", "", ".", "a\0b"])
 def test_bad_file_names_rejected(name):
     with pytest.raises(ConfigError, match="not allowed"):
-        C._check_name(name)
+        scratch._check_name(name)
 
 
 def test_scrubbed_env_is_minimal_and_validated():
-    env = C.scrubbed_env({"PYTHONHASHSEED": "0"})
-    assert env["PYTHONHASHSEED"] == "0" and env["HOME"] == C.SCRATCH
+    env = host.scrubbed_env({"PYTHONHASHSEED": "0"})
+    assert env["PYTHONHASHSEED"] == "0" and env["HOME"] == limits.SCRATCH
     assert not set(env) & {"USER", "HF_TOKEN", "DECIPLANE_HOME", "VIRTUAL_ENV"}
     with pytest.raises(ConfigError):
-        C.scrubbed_env({"BAD NAME": "1"})
+        host.scrubbed_env({"BAD NAME": "1"})
 
 
 def test_collect_never_follows_symlinks(tmp_path):
@@ -102,13 +102,13 @@ def test_collect_never_follows_symlinks(tmp_path):
     secret.write_text("host secret")
     os.symlink(secret, tmp_path / "link.txt")
     os.symlink(tmp_path.parent, tmp_path / "up")
-    got = C.collect(tmp_path, ["sub/a.txt", "big.bin", "link.txt", f"up/{secret.name}",
+    got = scratch.collect(tmp_path, ["sub/a.txt", "big.bin", "link.txt", f"up/{secret.name}",
                                "missing"], max_bytes=50)
     assert got == {"sub/a.txt": b"A"}
 
 
 def test_seccomp_program_layout():
-    from deciplane.envs.sandbox import seccomp
+    from deciplane.sandbox import seccomp
     prog = seccomp.filter_program()
     n = len(seccomp.BLOCKED_X86_64)
     assert len(prog) == 8 * (13 + n + 2)                     # sizeof(struct sock_filter) = 8
@@ -132,7 +132,7 @@ def test_unknown_backend_lists_allowed():
 
 
 def test_unavailable_backend_says_why(monkeypatch):
-    import deciplane.envs.sandbox as S
+    import deciplane.sandbox as S
     monkeypatch.setattr(S, "_probe", lambda name: (False, f"{name} is broken here"))
     with pytest.raises(BackendUnavailable, match="bwrap is broken here"):
         resolve_backend("bwrap")
@@ -180,7 +180,7 @@ def test_exit_codes_and_signals(sb):
 
 
 def test_bwrap_applies_seccomp_filter(monkeypatch, sandbox_tmp):
-    from deciplane.envs.sandbox import seccomp
+    from deciplane.sandbox import seccomp
     if not seccomp.supported()[0]:
         pytest.skip(seccomp.supported()[1])
     monkeypatch.setenv("DECIPLANE_SANDBOX_TMP", sandbox_tmp)
@@ -247,7 +247,7 @@ def test_fallback_without_cgroups(backend, monkeypatch, sandbox_tmp):
 
 
 def test_stale_jails_of_dead_processes_are_swept():
-    from deciplane.envs.sandbox._common import CgroupJail, cgroup_support, sweep_stale_jails
+    from deciplane.sandbox.cgroups import CgroupJail, cgroup_support, sweep_stale_jails
     if not cgroup_support()[0]:
         pytest.skip(cgroup_support()[1])
     pid = 2 ** 22 - 7                   # a pid no process is likely to hold

@@ -13,8 +13,8 @@ import pytest
 
 from sandbox_helpers import sandbox_or_skip, sandbox_tmp  # noqa: F401
 
-import deciplane.envs.sandbox as S
-from deciplane.envs.sandbox import launcher
+import deciplane.sandbox as S
+from deciplane.sandbox import launcher
 
 
 @pytest.fixture

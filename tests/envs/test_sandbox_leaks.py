@@ -66,7 +66,7 @@ def test_mixed_runs_leak_nothing(backend, monkeypatch, sandbox_tmp):
     assert [p.name for p in base.iterdir() if p.name != "ns-template"] == []
     # Cgroup jails are pooled for reuse: at most _POOL_MAX, all empty; none after the pool
     # is released (as at interpreter exit).
-    from deciplane.envs.sandbox import _common
+    from deciplane.sandbox import cgroups as _common
     mine = f"run-{os.getpid()}-"
     for ctl in Path("/sys/fs/cgroup").glob("*/deciplane"):
         jails = [d for d in os.listdir(ctl) if d.startswith(mine)]

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox_helpers import WARM_BACKENDS, my_children, sandbox_or_skip, sandbox_tmp  # noqa: F401
 
-from deciplane.envs.sandbox import warm
+from deciplane.sandbox import warm
 from deciplane.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(180)

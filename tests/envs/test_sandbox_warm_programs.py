@@ -19,7 +19,7 @@ from sandbox_helpers import (WARM_BACKENDS, close_warm, my_children,  # noqa: F4
                              sandbox_or_skip, sandbox_tmp)
 from test_sandbox_warm import PROGRAMS, STATE_PROBE, _fields
 
-from deciplane.envs.sandbox import warm
+from deciplane.sandbox import warm
 from deciplane.errors import WarmJailBroken
 
 pytestmark = pytest.mark.timeout(180)

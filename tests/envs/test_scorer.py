@@ -12,7 +12,7 @@ import time
 import pytest
 
 from deciplane.envs import load_benchmark
-from deciplane.envs.benchmarks import load_labeled
+from deciplane.benchmarks import load_labeled
 from deciplane.errors import InvalidAnswer, ScorerError
 from deciplane.types import UnlabeledTask
 
@@ -65,7 +65,7 @@ ISOLATION_CHECK = textwrap.dedent(r'''
     new = found - baseline
     non_numeric = [s for s in found if not s.lstrip("-").isdigit()]
     # positive control: the same search finds gold once it is loaded in-process
-    from deciplane.envs.benchmarks import load_labeled
+    from deciplane.benchmarks import load_labeled
     items, _ = load_labeled("mmath-en", "test")
     after = leaks()
     print(json.dumps({"n_tasks": len(tasks), "leaks": sorted(new), "non_numeric": non_numeric,
@@ -75,7 +75,7 @@ ISOLATION_CHECK = textwrap.dedent(r'''
 
 GOLD_HASHES = textwrap.dedent(r'''
     import hashlib, json
-    from deciplane.envs.benchmarks import load_labeled
+    from deciplane.benchmarks import load_labeled
     items, _ = load_labeled("mmath-en", "test")
     # single characters ("3") are interned by CPython everywhere; every longer gold counts
     print(json.dumps(sorted({hashlib.sha256(i.gold.encode()).hexdigest()

@@ -213,7 +213,7 @@ def test_from_openenv_in_process_and_registered_like_a_plugin():
 
 
 def test_a_text_env_in_process_takes_text_actions():
-    from deciplane.envs.benchmarks.data import load_labeled
+    from deciplane.benchmarks.data import load_labeled
 
     items, _ = load_labeled("arith", "train", limit=1)
     env = from_openenv(environment_class("deciplane/Math-v0", {"split": "train"}))

@@ -30,7 +30,7 @@ def test_menu_replies_are_read_as_lines_or_numbers():
 
 
 def test_a_text_env_through_skyrl_make_gets_its_verifier_reward():
-    from deciplane.envs.benchmarks.data import load_labeled
+    from deciplane.benchmarks.data import load_labeled
 
     items, _ = load_labeled("arith", "train", limit=1)
     env = skyrl_gym.make(register(), env_config={"env_id": "deciplane/Math-v0",

@@ -61,7 +61,7 @@ def test_menu_env_has_one_choose_tool_and_keeps_each_episodes_record():
 
 
 def test_text_env_has_one_act_tool_scored_by_its_verifier_and_no_gold_in_replies():
-    from deciplane.envs.benchmarks.data import load_labeled
+    from deciplane.benchmarks.data import load_labeled
 
     items, _ = load_labeled("arith", "train", limit=1)
     factory = environment_factory("deciplane/Math-v0", split="train")

@@ -118,7 +118,7 @@ def test_old_loss_config_names_import_with_a_deprecation_warning():
     for old, new in [("RLiDConfig", "RLiDLossConfig"), ("TLMDREConfig", "TLMDRELossConfig"),
                      ("TTPOConfig", "TTPOLossConfig"), ("CORDConfig", "CORDLossConfig"),
                      ("TASCOConfig", "TASCOLossConfig"), ("ERPOConfig", "ERPOLossConfig")]:
-        with pytest.warns(DeprecationWarning, match=f"{old} is {new}"):
+        with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: moved to deciplane.objectives.{new}"):
             assert getattr(objectives, old) is getattr(objectives, new)
 
 

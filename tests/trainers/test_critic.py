@@ -1,4 +1,4 @@
-"""The critic of ``advantage: gae`` (deciplane/trainers/critic.py) and its wiring in MenuPPO.
+"""The critic of ``advantage: gae`` (deciplane/trainers/critic.py) and its wiring in RLiDPPO.
 
 Real components throughout: deciplane/tiny with LoRA, the MenuAgent's own scoring forward,
 the embedded TextWorld suite, the trainer's optimizer and checkpoints.
@@ -178,7 +178,7 @@ def test_value_head_shape_errors():
 
 
 # ---------------------------------------------------------------------------------------
-# plumbing: hand-computed GAE through MenuPPO
+# plumbing: hand-computed GAE through RLiDPPO
 # ---------------------------------------------------------------------------------------
 
 

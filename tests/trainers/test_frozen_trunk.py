@@ -1,4 +1,4 @@
-"""Frozen-trunk MenuPPO: one full update (RLiD + CORD distillation, or GAE with the value
+"""Frozen-trunk RLiDPPO: one full update (RLiD + CORD distillation, or GAE with the value
 head) from the rollout's cached boundary states, or from a trunk recomputed without a
 graph, gives the same loss metrics and parameters as the full forward; the cached states
 are those of a fresh forward of each prompt."""

@@ -11,7 +11,7 @@ from deciplane.engine.optim import combine_gradients
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.trainers.rlid_ppo import group_advantages, menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import DistillConfig
-from deciplane.trainers.envs import GameSlotEnv
+from deciplane.trainers.env_suite import GameSlotEnv
 from deciplane.trainers.rollout import (RolloutStats, collect_menu_episodes, make_vector_env,
                                         trajectory_rewards)
 from deciplane.types import Menu, Trajectory, Turn

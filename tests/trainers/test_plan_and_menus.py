@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from deciplane.trainers.config import EnvConfig
-from deciplane.trainers.envs import EnvSuite, with_menu_defaults
-from deciplane.trainers.planner import (continue_epochs, eval_episodes_that_fit,
+from deciplane.trainers.env_suite import EnvSuite, with_menu_defaults
+from deciplane.trainers.time_budget import (continue_epochs, eval_episodes_that_fit,
                                         room_for_iteration)
 from deciplane.trainers.trainer import paired_comparisons, time_breakdown
 

@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from deciplane.envs.benchmarks.data import Benchmark, LabeledItem, register_benchmark
+from deciplane.benchmarks.data import Benchmark, LabeledItem, register_benchmark
 from deciplane.errors import UnknownBenchmark
 
 EASY_FUNCS_SPLITS = ("train", "valid", "test")
@@ -123,7 +123,7 @@ _SANDBOX = None
 def _sandbox():
     global _SANDBOX
     if _SANDBOX is None:
-        from deciplane.envs.sandbox import Sandbox
+        from deciplane.sandbox import Sandbox
 
         _SANDBOX = Sandbox()
     return _SANDBOX

@@ -8,7 +8,7 @@ import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from deciplane.envs.benchmarks.data import LabeledItem, load_labeled
+from deciplane.benchmarks.data import LabeledItem, load_labeled
 from deciplane.envs.code.harness import (DEFAULT_MEMORY_MB, DEFAULT_TEST_TIMEOUT_S,
                                          MAX_PROGRAM_CHARS, extract_program, run_hidden_tests)
 from deciplane.envs.spaces import ObservationText, check_text_action
@@ -85,7 +85,7 @@ class CodeGenEnv(gym.Env[str, str]):
                  memory_mb: int = DEFAULT_MEMORY_MB, backend: str = "auto",
                  benchmark_params: dict[str, Any] | None = None,
                  render_mode: str | None = None, warm: bool = True):
-        from deciplane.envs.sandbox import Sandbox
+        from deciplane.sandbox import Sandbox
 
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")

@@ -401,7 +401,7 @@ def _run_channel(sandbox, program: str, cfg: dict, *, timeout_s: float, memory_m
     reason)``. ``warm``: the candidate runs in a warm jail (``Sandbox.run(warm=True)``)
     and the checker is forked from a warm helper (:mod:`.warm_checker`); a run whose jail
     broke is re-done cold from the start, with new pipes and a new checker."""
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
 
     if not isinstance(sandbox, Sandbox) or sandbox.backend == "docker":
         return None, None, ("the code harness needs a local bwrap or namespace Sandbox "

@@ -114,7 +114,7 @@ class CodeOptEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.warm = bool(warm)
         if sandbox is None:
-            from deciplane.envs.sandbox import Sandbox
+            from deciplane.sandbox import Sandbox
 
             sandbox = Sandbox(backend)
         self.sandbox = sandbox

@@ -162,7 +162,7 @@ def check_correctness(task: CodeOptTask, code: str, sandbox: Any,
 
 
 def _is_local_sandbox(sandbox: Any) -> bool:
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
     return isinstance(sandbox, Sandbox)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from deciplane.envs.codeopt import reward as R
 from deciplane.errors import BackendUnavailable, SandboxError
-from deciplane.envs.sandbox._common import LAUNCH_VERSION
+from deciplane.sandbox.limits import LAUNCH_VERSION
 
 HASH_SEED_ENV = {"PYTHONHASHSEED": "0"}
 # callgrind without its profile file; children (fork/exec) are followed so they show up

@@ -9,7 +9,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from deciplane.envs.math.answers import answer_for_grading
-from deciplane.envs.benchmarks.data import LabeledItem, load_labeled, lookup
+from deciplane.benchmarks.data import LabeledItem, load_labeled, lookup
 from deciplane.envs.math.verify import DEFAULT_TIMEOUT_S, check_options, verify_math
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.errors import ConfigError, InvalidAction, InvalidAnswer

@@ -24,7 +24,7 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.adapt.test_resume import METHODS, Stop, _stop_after  # noqa: E402
-from tools.behaviour_snapshot import params_sha256, tiny_train_data  # noqa: E402
+from tools.behaviour_snapshot import tiny_train_data  # noqa: E402
 
 
 def train_fixture() -> None:

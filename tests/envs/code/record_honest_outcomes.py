@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 
 from deciplane.envs.code import easy_funcs  # noqa: E402
 from deciplane.envs.code.harness import extract_program, run_hidden_tests  # noqa: E402
-from deciplane.envs.sandbox import Sandbox  # noqa: E402
+from deciplane.sandbox import Sandbox  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from test_code_benchmarks import SOLUTIONS  # noqa: E402

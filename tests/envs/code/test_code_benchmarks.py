@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 import deciplane.envs  # noqa: F401  (registers the ids)
 from deciplane.envs import load_benchmark
-from deciplane.envs.benchmarks.data import load_labeled
+from deciplane.benchmarks.data import load_labeled
 from deciplane.envs.code import easy_funcs
 from deciplane.envs.code.benchmarks import humaneval_rows, judge_outcomes
 
@@ -105,7 +105,7 @@ def hits():
     return sum(1 for o in gc.get_objects() for x in strings(o)
                if "assert candidate(" in x and len(x) > 60 and "gc.get_objects" not in x)
 if len(sys.argv) > 2:               # self-check of the search: labelled items are found
-    from deciplane.envs.benchmarks.data import load_labeled
+    from deciplane.benchmarks.data import load_labeled
     items = load_labeled(sys.argv[1], "test", limit=20)
 hits = hits()
 print(json.dumps({"hits": hits, "n": len(tasks), "scorer_pid": scorer.pid, "pid": os.getpid(),

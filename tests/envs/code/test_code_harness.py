@@ -62,7 +62,7 @@ def sandbox():
 @pytest.fixture(params=[False, True], ids=["cold", "warm"])
 def h(request):
     yield _Harness(request.param)
-    from deciplane.envs.sandbox import warm
+    from deciplane.sandbox import warm
     warm.close_program_jails()
 
 
@@ -157,7 +157,7 @@ def test_a_candidate_that_breaks_its_warm_jail_is_judged_again_cold(sandbox):
     """``kill(-1)`` inside a call reaches the warm jail's supervisor (not the cold
     sandbox's): the warm run breaks, and the harness judges the candidate again cold,
     with new pipes and a new checker — the same outcome as cold."""
-    from deciplane.envs.sandbox import warm
+    from deciplane.sandbox import warm
 
     prog = STMT + ("    import os, signal\n    try:\n        os.kill(-1, signal.SIGKILL)\n"
                    "    except OSError:\n        pass\n    return x * 2\n")

@@ -18,7 +18,7 @@ import pytest
 
 import deciplane.envs  # noqa: F401  (registers the ids)
 from deciplane.envs import Sandbox, load_benchmark
-from deciplane.envs.benchmarks.data import load_labeled
+from deciplane.benchmarks.data import load_labeled
 from deciplane.envs.code import easy_funcs
 from deciplane.envs.code.harness import extract_program, run_hidden_tests, run_probes
 
@@ -49,7 +49,7 @@ HE_IDS = ("HumanEval/0", "HumanEval/2")
 @pytest.fixture(params=[False, True], ids=["cold", "warm"])
 def warm(request):
     yield request.param
-    from deciplane.envs.sandbox import warm as warm_jails
+    from deciplane.sandbox import warm as warm_jails
     warm_jails.close_program_jails()
 
 
@@ -85,7 +85,7 @@ def test_warm_and_cold_judge_every_hack_alike():
                                     warm=w) for w in (True, False)]
             if len({(o.passed, o.failure, o.detail) for o in got}) != 1:
                 diff.append((entry, name, got))
-    from deciplane.envs.sandbox import warm as warm_jails
+    from deciplane.sandbox import warm as warm_jails
     warm_jails.close_program_jails()
     assert not diff, diff
 

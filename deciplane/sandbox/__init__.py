@@ -29,13 +29,14 @@ import json
 import os
 from typing import Sequence
 
-from deciplane.envs.sandbox import bwrap as _bwrap
-from deciplane.envs.sandbox.launcher import host_chain
-from deciplane.envs.sandbox._common import (NOBODY, STATUSES, Limits, RawRun, acquire_jail,
-                                            release_jail,
-                                            SandboxResult, Status, cgroup_support, collect,
-                                            execute, find_python, make_scratch,
-                                            remove_scratch, scrubbed_env, to_result)
+from deciplane.sandbox import bwrap as _bwrap
+from deciplane.sandbox.launcher import host_chain
+from deciplane.sandbox.cgroups import acquire_jail, release_jail, cgroup_support
+from deciplane.sandbox.execute import execute
+from deciplane.sandbox.host import find_python, scrubbed_env
+from deciplane.sandbox.limits import NOBODY, Limits
+from deciplane.sandbox.results import STATUSES, RawRun, SandboxResult, Status, to_result
+from deciplane.sandbox.scratch import collect, make_scratch, remove_scratch
 from deciplane.errors import BackendUnavailable, ConfigError
 
 # Strongest first — what "auto" tries. bwrap: user namespace (no host root even inside) +
@@ -49,10 +50,10 @@ def _probe(name: str) -> tuple[bool, str]:
     if name == "bwrap":
         return _bwrap.available()
     if name == "namespace":
-        from deciplane.envs.sandbox import namespace
+        from deciplane.sandbox import namespace
         return namespace.available()
     if name == "docker":
-        from deciplane.envs.sandbox import docker_backend
+        from deciplane.sandbox import docker_backend
         return docker_backend.available()
     raise ConfigError(f"unknown sandbox backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
 
@@ -131,7 +132,7 @@ class Sandbox:
         self.python = find_python()
         self._cgroups, _ = cgroup_support()
         if self.backend == "docker":
-            from deciplane.envs.sandbox import docker_backend
+            from deciplane.sandbox import docker_backend
             self._docker = docker_backend.DockerRunner()
         self._signal_base = 128 if self.backend in ("bwrap", "docker", "namespace") else None
 
@@ -212,7 +213,7 @@ class Sandbox:
                                         collect_files)
             return to_result(raw, limits, self.backend, got, signal_base=self._signal_base)
         if warm and self._warm_ok(prefix, collect_files, channel):
-            from deciplane.envs.sandbox import warm as _warm
+            from deciplane.sandbox import warm as _warm
             res = _warm.run_program(self, code, stdin.encode(), files, limits, envd, channel)
             if res is not None:
                 return res
@@ -268,7 +269,7 @@ class Sandbox:
             return [self.run(code, stdin=s, files=files, **kwargs) for s in stdins]
         limits, envd, prefix = _run_settings(timeout_s, memory_mb, cpu_time_s, max_output_bytes,
                                              max_file_bytes, max_procs, env, argv_prefix)
-        from deciplane.envs.sandbox import warm
+        from deciplane.sandbox import warm
         return warm.run_many(self, code, list(stdins), files, limits, envd, prefix,
                              fresh_interpreter, kwargs)
 
@@ -305,7 +306,7 @@ class Sandbox:
                                          sh_init=jail is None, host_prefix=chain)
                 argv, argfd = _bwrap.options_via_fd(argv)
             else:
-                from deciplane.envs.sandbox import namespace
+                from deciplane.sandbox import namespace
                 argv = namespace.build_argv(self.python, str(scratch), limits, env, prefix,
                                             address_space, drop, nproc_limit=jail is None)
                 if chain is not None:
@@ -323,7 +324,7 @@ class Sandbox:
             if self.backend == "bwrap":
                 _check_bwrap_status(raw, _read_all(rfd))
             else:
-                from deciplane.envs.sandbox import namespace
+                from deciplane.sandbox import namespace
                 namespace.check_status(raw, scratch)
             got = collect(scratch, collect_files, limits.max_file_bytes)
         finally:

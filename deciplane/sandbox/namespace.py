@@ -19,9 +19,10 @@ import subprocess
 import threading
 from pathlib import Path
 
-from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, RawRun,
-                                            prlimit_argv, python_ro_paths, scratch_base,
-                                            system_ro_paths, tool_path)
+from deciplane.sandbox.host import python_ro_paths, system_ro_paths
+from deciplane.sandbox.limits import NOBODY, SCRATCH, Limits, prlimit_argv, tool_path
+from deciplane.sandbox.results import RawRun
+from deciplane.sandbox.scratch import scratch_base
 
 NAME = "namespace"
 TOOLS = ("unshare", "mount", "chroot", "prlimit", "setpriv", "env")

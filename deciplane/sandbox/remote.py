@@ -1,7 +1,7 @@
 """Sandboxed runs as Ray tasks: code execution scales with the cluster.
 
 ```python
-from deciplane.envs.sandbox.remote import RaySandbox
+from deciplane.sandbox.remote import RaySandbox
 sb = RaySandbox()                          # joins RAY_ADDRESS, else a local Ray instance
 sb.run("print(input()[::-1])", stdin="abc\\n").stdout      # 'cba\\n', run on a worker
 results = sb.run_many([{"code": src, "stdin": case} for case in cases])   # in parallel
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from deciplane.envs._ray import ensure_ray
+from deciplane.ray_cluster import ensure_ray
 from deciplane.errors import SandboxError
 
 _SANDBOXES: dict[str, Any] = {}   # per worker process: one Sandbox per backend name
@@ -34,7 +34,7 @@ _SANDBOXES: dict[str, Any] = {}   # per worker process: one Sandbox per backend 
 
 def _run_on_worker(backend: str, kwargs: dict[str, Any]) -> Any:
     """Body of the Ray task: a (cached) ``Sandbox(backend)`` of this node runs the code."""
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
 
     sb = _SANDBOXES.get(backend)
     if sb is None:
@@ -43,7 +43,7 @@ def _run_on_worker(backend: str, kwargs: dict[str, Any]) -> Any:
 
 
 def _probe_on_worker(backend: str) -> dict[str, Any]:
-    from deciplane.envs.sandbox import Sandbox
+    from deciplane.sandbox import Sandbox
 
     sb = _SANDBOXES.get(backend)
     if sb is None:

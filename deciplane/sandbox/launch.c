@@ -8,7 +8,7 @@
  * -u/-g: drop to that uid/gid for good (no supplementary groups, no_new_privs).
  * Then execv(PROGRAM). Any failure: a message on stderr and exit status 125 (the
  * sandbox's "set-up failed" code), before PROGRAM ever runs. Built by
- * deciplane.envs.sandbox.launcher with the system C compiler; without one the Python
+ * deciplane.sandbox.launcher with the system C compiler; without one the Python
  * side keeps the sh/unshare/setpriv chain. */
 #define _GNU_SOURCE
 #include <errno.h>

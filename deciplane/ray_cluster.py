@@ -1,5 +1,5 @@
-"""Ray, the optional engine behind :class:`~deciplane.envs.ray_vector.RayVectorEnv` and
-:class:`~deciplane.envs.sandbox.remote.RaySandbox`: import it with a clear error, and
+"""Ray, the optional engine behind :class:`~deciplane.vector.ray_env.RayVectorEnv` and
+:class:`~deciplane.sandbox.remote.RaySandbox`: import it with a clear error, and
 start or join a cluster.
 
 Ray is an optional extra: ``pip install 'deciplane[ray]'``.

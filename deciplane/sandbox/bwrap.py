@@ -11,9 +11,9 @@ import functools
 import os
 import subprocess
 
-from deciplane.envs.sandbox import seccomp
-from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, prlimit_argv,
-                                            python_ro_paths, system_ro_paths, tool_path)
+from deciplane.sandbox import seccomp
+from deciplane.sandbox.host import python_ro_paths, system_ro_paths
+from deciplane.sandbox.limits import NOBODY, SCRATCH, Limits, prlimit_argv, tool_path
 
 NAME = "bwrap"
 

@@ -1,10 +1,10 @@
 """Benchmark data: the tasks *with* their gold, for the scorer's process and training envs.
 
-Evaluation code calls :func:`deciplane.envs.benchmarks.load_benchmark` instead, which
+Evaluation code calls :func:`deciplane.benchmarks.load_benchmark` instead, which
 builds these items only inside the held-out scorer's own process.
 
 The benchmarks themselves (names, splits, sources) are described in
-:mod:`deciplane.envs.benchmarks`; this module holds the table and the loaders.
+:mod:`deciplane.benchmarks`; this module holds the table and the loaders.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Benchmark:
     description: str
     splits: Callable[[str], tuple[str, ...]]
     load: Callable[..., tuple[list[LabeledItem], str]]
-    judge: str = "deciplane.envs.benchmarks.data:judge_math"
+    judge: str = "deciplane.benchmarks.data:judge_math"
     prefix: bool = False
     sizes: Callable[[str], dict[str, int]] | None = None
     """Optional ``{split: tasks}`` without loading (a prefix entry's nominal sizes)."""
@@ -152,13 +152,13 @@ def _load_mmath(name: str, split: str) -> tuple[list[LabeledItem], str]:
 
 
 def _arith_split_sizes() -> dict[str, int]:
-    from deciplane.envs.benchmarks.arith import SPLIT_SIZES
+    from deciplane.benchmarks.arith import SPLIT_SIZES
 
     return SPLIT_SIZES
 
 
 def _load_arith(name: str, split: str) -> tuple[list[LabeledItem], str]:
-    from deciplane.envs.benchmarks.arith import generate_splits
+    from deciplane.benchmarks.arith import generate_splits
 
     problems = generate_splits(name)[split]
     items = [LabeledItem(id=f"{name}/{split}/{i:05d}", prompt=p.text, gold=str(p.answer),
@@ -200,7 +200,7 @@ register_benchmark(Benchmark(
 
 # Modules that register more benchmarks through `register_benchmark` when imported (cheap
 # imports: heavy packages load inside their loaders and judges).
-_BENCHMARK_MODULES: tuple[str, ...] = ("deciplane.envs.benchmarks.rg",
+_BENCHMARK_MODULES: tuple[str, ...] = ("deciplane.benchmarks.rg",
                                        "deciplane.envs.code.benchmarks")
 for _module in _BENCHMARK_MODULES:
     importlib.import_module(_module)
@@ -213,7 +213,7 @@ def descriptions() -> dict[str, str]:
 
 def sizes_here(name: str) -> dict[str, int]:
     """``{split: number of tasks}`` of benchmark ``name``, counted in this process (gold
-    is loaded: :func:`deciplane.envs.benchmarks.list_benchmarks` calls it in a child).
+    is loaded: :func:`deciplane.benchmarks.list_benchmarks` calls it in a child).
     A prefix entry (``rg``) gives its nominal sizes."""
     bench = BENCHMARKS.get(name)
     if bench is not None and bench.prefix:

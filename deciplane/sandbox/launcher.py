@@ -18,8 +18,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from deciplane.envs.sandbox import bwrap
-from deciplane.envs.sandbox._common import NOBODY, CgroupJail, default_scratch_root
+from deciplane.sandbox import bwrap
+from deciplane.sandbox.cgroups import CgroupJail
+from deciplane.sandbox.limits import NOBODY
+from deciplane.sandbox.scratch import default_scratch_root
 
 SOURCE = Path(__file__).with_name("launch.c")
 
@@ -89,7 +91,7 @@ def launch_argv(exe: str, jail: CgroupJail | None, netns: bool, drop: bool) -> l
     return argv + ["--"]
 
 
-if __name__ == "__main__":  # `python -m deciplane.envs.sandbox.launcher`: build it now
+if __name__ == "__main__":  # `python -m deciplane.sandbox.launcher`: build it now
     path = _build()
     print(path or "deciplane-launch not built (no C compiler, or disabled): sandboxes use "
           "the sh/unshare/setpriv chain")

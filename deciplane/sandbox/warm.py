@@ -31,15 +31,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from deciplane.envs.sandbox import bwrap as _bwrap
-from deciplane.envs.sandbox.launcher import host_chain
-from deciplane.envs.sandbox._common import (BASE_ENV, MAIN, NOBODY, CgroupJail, Limits,
-                                            RawRun, SandboxResult, _check_name,
-                                            acquire_jail, make_scratch, release_jail,
-                                            remove_scratch, scratch_base, to_result)
+from deciplane.sandbox import bwrap as _bwrap
+from deciplane.sandbox.launcher import host_chain
+from deciplane.sandbox.cgroups import CgroupJail, acquire_jail, release_jail
+from deciplane.sandbox.host import BASE_ENV
+from deciplane.sandbox.limits import MAIN, NOBODY, Limits
+from deciplane.sandbox.results import RawRun, SandboxResult, to_result
+from deciplane.sandbox.scratch import _check_name, make_scratch, remove_scratch, scratch_base
 from deciplane.errors import WarmJailBroken
 
-# `sb` below is the calling deciplane.envs.sandbox.Sandbox (not imported here: the package
+# `sb` below is the calling deciplane.sandbox.Sandbox (not imported here: the package
 # imports this module, and the layering test forbids the circle)
 Sandbox = Any
 
@@ -172,7 +173,7 @@ class WarmJail:
                 if argfd >= 0:
                     fds.append(argfd)
             else:
-                from deciplane.envs.sandbox import namespace
+                from deciplane.sandbox import namespace
                 argv = namespace.build_argv(sb.python, str(self.scratch), limits, env, [],
                                             False, drop, program=program,
                                             rlimits=supervisor_rlimits(limits))

@@ -27,9 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deciplane.envs.sandbox._common import (NOBODY, SCRATCH, Limits, RawRun, collect,
-                                            find_python, make_scratch, prlimit_argv,
-                                            python_ro_paths, remove_scratch, system_ro_paths)
+from deciplane.sandbox.host import find_python, python_ro_paths, system_ro_paths
+from deciplane.sandbox.limits import NOBODY, SCRATCH, Limits, prlimit_argv
+from deciplane.sandbox.results import RawRun
+from deciplane.sandbox.scratch import collect, make_scratch, remove_scratch
 from deciplane.errors import BackendUnavailable
 
 NAME = "docker"

@@ -2,7 +2,7 @@
 
 ```python
 import gymnasium as gym
-from deciplane.envs.ray_vector import RayVectorEnv, EnvSpec
+from deciplane.vector.ray_env import RayVectorEnv, EnvSpec
 
 vec = RayVectorEnv([EnvSpec("deciplane/TextWorld-v0")] * 8, num_workers=2)
 obs, infos = vec.reset(seed=[0, 1, 2, 3, 4, 5, 6, 7])
@@ -58,7 +58,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 from gymnasium.vector.vector_env import AutoresetMode
 
-from deciplane.envs._ray import ensure_ray, require_ray  # noqa: F401 - re-exported
+from deciplane.ray_cluster import ensure_ray, require_ray  # noqa: F401 - re-exported
 from deciplane.errors import ConfigError, EnvWorkerError
 
 ON_FAILURE = ("retry", "drop")
@@ -199,7 +199,7 @@ class RayVectorEnv(gym.vector.VectorEnv):
         max_replay_ops: longest episode history kept for a replay (longer: dropped).
         num_cpus_per_worker: Ray CPUs reserved by each actor.
         ray_address: cluster to join (default: ``RAY_ADDRESS``, else a local instance;
-            see :func:`deciplane.envs._ray.ensure_ray`). Ignored when Ray is initialised.
+            see :func:`deciplane.ray_cluster.ensure_ray`). Ignored when Ray is initialised.
         copy: return copies of the batched observations (as ``SyncVectorEnv``).
     """
 

@@ -195,7 +195,7 @@ class EnvSuite:
         if key not in self._vec:
             fns = [self._make_env(split, expert) for _ in range(n)]
             if remote:
-                from deciplane.envs.ray_vector import make_ray_vector_env
+                from deciplane.vector.ray_env import make_ray_vector_env
                 self._vec[key] = make_ray_vector_env(
                     fns, w.num_workers, on_failure=w.on_failure, max_retries=w.max_retries,
                     step_timeout_s=w.step_timeout_s)

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from deciplane.envs.benchmarks.data import Benchmark, LabeledItem, register_benchmark
+from deciplane.benchmarks.data import Benchmark, LabeledItem, register_benchmark
 from deciplane.errors import UnknownBenchmark
 
 SPLIT_SIZES: dict[str, int] = {"test": 200, "valid": 100, "train": 500}
@@ -216,14 +216,14 @@ def register_fixed(name: str, family: str, params: dict[str, Any], description: 
 
     splits = ("test",) if test_only else tuple(SPLIT_SIZES)
     register_benchmark(Benchmark(name, description, splits=lambda n: splits, load=load,
-                                 judge="deciplane.envs.benchmarks.rg:judge_rg"))
+                                 judge="deciplane.benchmarks.rg:judge_rg"))
 
 
 register_benchmark(Benchmark(
     "rg", "reasoning-gym families as rg:<family> (e.g. rg:chain_sum, rg:basic_arithmetic, "
           "rg:leg_counting); options via --benchmark-arg KEY=VALUE; scored by score_answer",
     splits=lambda name: tuple(SPLIT_SIZES), load=load_rg,
-    judge="deciplane.envs.benchmarks.rg:judge_rg", prefix=True, sizes=rg_sizes,
+    judge="deciplane.benchmarks.rg:judge_rg", prefix=True, sizes=rg_sizes,
     members=lambda: [f"rg:{f}" for f in families()]))
 
 

@@ -2,15 +2,15 @@
 
 ``tasks, scorer = load_benchmark(name, split)`` gives the prompts as
 :class:`~deciplane.types.UnlabeledTask` (id, prompt, meta — no gold) and a
-:class:`~deciplane.envs.benchmarks.scorer.HeldOutScorer` whose own process holds the gold.
+:class:`~deciplane.benchmarks.scorer.HeldOutScorer` whose own process holds the gold.
 The tasks themselves are built *inside* that process and only id/prompt/meta cross the
 pipe, so the caller never reads the gold, not even transiently (see ``scorer.py`` for the
 threat model).
 
-Modules: :mod:`~deciplane.envs.benchmarks.data` (the loaders: tasks *with* gold, for the
-scorer's process and training environments), :mod:`~deciplane.envs.benchmarks.arith`
-(the procedural arithmetic family), :mod:`~deciplane.envs.benchmarks.rg` (reasoning-gym
-families), :mod:`~deciplane.envs.benchmarks.scorer` (the held-out scorer). ``data`` imports neither of the others' callers, so they form no circle.
+Modules: :mod:`~deciplane.benchmarks.data` (the loaders: tasks *with* gold, for the
+scorer's process and training environments), :mod:`~deciplane.benchmarks.arith`
+(the procedural arithmetic family), :mod:`~deciplane.benchmarks.rg` (reasoning-gym
+families), :mod:`~deciplane.benchmarks.scorer` (the held-out scorer). ``data`` imports neither of the others' callers, so they form no circle.
 
 Benchmarks
     ``arith`` / ``arith-shift``: procedural integer word problems; splits ``train``
@@ -27,12 +27,12 @@ Benchmarks
     ``rg:<family>``: any reasoning-gym family (PyPI ``reasoning-gym``, Apache-2.0),
     options as ``load_benchmark`` keywords; splits ``test`` (200), ``valid`` (100),
     ``train`` (500), disjoint by question text, scored by the family's ``score_answer``
-    (:mod:`~deciplane.envs.benchmarks.rg`).
+    (:mod:`~deciplane.benchmarks.rg`).
     ``products-1d``: all 100 products of two 1-digit numbers (``rg:products``), one
     ``test`` split: the calibrated test-time default (docs/testtime_benchmarks.md).
 
 Training with rewards (gold in-process) goes through ``deciplane/Math-v0``, which calls
-:func:`~deciplane.envs.benchmarks.data.load_labeled`; held-out evaluation goes through
+:func:`~deciplane.benchmarks.data.load_labeled`; held-out evaluation goes through
 :func:`load_benchmark`.
 """
 
@@ -44,11 +44,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deciplane.envs.benchmarks.data import (DESCRIPTIONS, Benchmark, LabeledItem,
+from deciplane.benchmarks.data import (DESCRIPTIONS, Benchmark, LabeledItem,
                                             benchmark_names, check_request, descriptions,
                                             load_labeled, mmath_path, register_benchmark,
                                             split_names)
-from deciplane.envs.benchmarks.scorer import HeldOutScorer
+from deciplane.benchmarks.scorer import HeldOutScorer
 
 
 def load_benchmark(name: str, split: str = "test", limit: int | None = None, **params: Any):
@@ -71,7 +71,7 @@ def list_benchmarks() -> dict[str, dict[str, int]]:
     Sizes are counted in a short-lived child process, so listing never loads gold
     into the caller either. Benchmarks whose data package is missing are left out."""
     if not _SIZES:
-        code = ("import json, sys; from deciplane.envs.benchmarks import data as b\n"
+        code = ("import json, sys; from deciplane.benchmarks import data as b\n"
                 "from deciplane.errors import UnknownBenchmark\n"
                 "out = {}\n"
                 "for n in b.benchmark_names():\n"

@@ -143,7 +143,7 @@ class _GoldBook:
 
     def __init__(self, name: str, split: str, limit: int | None,
                  params: dict[str, Any] | None = None) -> None:
-        from deciplane.envs.benchmarks.data import load_judge, load_labeled, lookup
+        from deciplane.benchmarks.data import load_judge, load_labeled, lookup
 
         items, self.fingerprint = load_labeled(name, split, limit, **(params or {}))
         self.name, self.split = name, split
@@ -313,7 +313,7 @@ class HeldOutScorer:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         code = (f"import sys; sys.path.insert(0, {_PKG_ROOT!r}); "
-                "from deciplane.envs.benchmarks.scorer import _child_main; "
+                "from deciplane.benchmarks.scorer import _child_main; "
                 f"_child_main({req_r}, {resp_w}, {os.getpid()})")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         try:

@@ -37,8 +37,10 @@ def doctor_report() -> dict:
     """``{"backends": {name: (ok, reason)}, "auto": name|None, "auto_error": str|None,
     "python": path, "cgroups": (ok, reason), "valgrind": (ok, reason), "java": (ok, reason),
     "ray": (ok, reason), "accelerate": (ok, reason)}``."""
-    from deciplane.envs.sandbox import available_backends, resolve_backend
-    from deciplane.envs.sandbox._common import cgroup_support, find_python, scratch_base
+    from deciplane.sandbox import available_backends, resolve_backend
+    from deciplane.sandbox.cgroups import cgroup_support
+    from deciplane.sandbox.host import find_python
+    from deciplane.sandbox.scratch import scratch_base
     from deciplane.errors import DeciplaneError
 
     report: dict = {"backends": available_backends(), "auto": None, "auto_error": None}
@@ -56,7 +58,7 @@ def doctor_report() -> dict:
     except DeciplaneError as exc:
         report["scratch"] = f"error: {exc}"
     report["valgrind"] = valgrind_status()
-    from deciplane.envs._ray import ray_status
+    from deciplane.ray_cluster import ray_status
     from deciplane.envs.twx.java import java_status  # TextWorld-Express runs in a JVM
 
     report["java"] = java_status()
