@@ -55,7 +55,7 @@ from deciplane.objectives.tasco import (mean_entropy, random_perturbation, sam_p
                                         tasco_loss)
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate
-from deciplane.engine.optim import Optimizer
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
 from deciplane.types import UnlabeledTask
 
 # ---------------------------------------------------------------------------------------
@@ -440,18 +440,21 @@ class TASCO(BaseAdapter):
             return {**metrics, "update/skipped": 1.0}
         pad = self.policy.tokenizer.pad_token_id
         dev = self.policy.device
-        for start in range(0, len(gens), cfg.micro_batch_size):
-            part = gens[start:start + cfg.micro_batch_size]
+        lengths_all = [int(g.response_ids.numel()) for g in gens]
+
+        def loss_fn(rows: list[int]) -> MicroLoss:
+            """Entropy + mu * instability of one micro-batch, a token mean (the engine
+            scales it by the micro-batch's share of the answer tokens)."""
+            part = [gens[i] for i in rows]
             seqs = [torch.cat([g.prompt_ids, g.response_ids]) for g in part]
             ids, attn = left_pad(seqs, pad)
             ids, attn = ids.to(dev), attn.to(dev)
-            lengths = [int(g.response_ids.numel()) for g in part]
+            lengths = [lengths_all[i] for i in rows]
             width = max(lengths)
             mask = torch.zeros((len(part), width), dtype=torch.bool, device=dev)
             for i, n in enumerate(lengths):
                 mask[i, width - n:] = True
             n_tok = int(attn.sum())
-            share = sum(lengths) / total
 
             def logits(eps=None):
                 with self.budget.phase("forward"):
@@ -480,16 +483,15 @@ class TASCO(BaseAdapter):
                 n_fwd += len(perturbed)
                 out = tasco_loss(clean, perturbed, mask, cfg.mu)
                 loss, d = out.loss, torch.tensor(out.metrics["tasco/consistency_kl"])
-            with self.budget.phase("backward"):
-                (loss * share).backward()
-            self.budget.backward_tokens += n_tok * n_fwd
-            self.budget.backward_passes += 1
-            metrics["tasco/entropy"] += float(h.detach()) * share
-            metrics["tasco/instability"] += float(d) * share
-            metrics["loss/total"] += float(loss.detach()) * share
+            return MicroLoss(task=loss, tokens=n_tok * n_fwd,
+                             metrics={"tasco/entropy": float(h.detach()),
+                                      "tasco/instability": float(d),
+                                      "loss/total": float(loss.detach())})
+
+        metrics = optimizer_step(self.opt, list(range(len(gens))), cfg.micro_batch_size,
+                                 loss_fn, Normaliser(lengths_all))
         if any(p.grad is not None for p in self.policy.model.parameters()):  # pragma: no cover
             raise RuntimeError("a base-model parameter received a gradient")
-        metrics.update(self.opt.step())
         metrics["update/skipped"] = 0.0
         metrics["answer_tokens"] = float(total)
         return metrics

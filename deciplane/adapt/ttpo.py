@@ -40,7 +40,7 @@ from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.engine.generation import sample_groups
 from deciplane.engine.logprobs import forward_responses
-from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, accumulate
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, is_step_metric, optimizer_step
 from deciplane.objectives import TTPOLossConfig, grpo_advantages, group_ids_from_keys, ttpo_loss
 from deciplane.objectives.ttpo import agree_branch_kl
 from deciplane.types import Trajectory, UnlabeledTask
@@ -213,11 +213,9 @@ class TTPO(BaseAdapter):
             return MicroLoss(task=out.loss, metrics=out.metrics, tokens=fwd.n_tokens)
 
         n = len(rows)
-        self.optimizer.zero_grad()
-        total = accumulate(self.optimizer, list(range(n)), cfg.micro_batch_size, loss_fn,
+        m = optimizer_step(self.optimizer, list(range(n)), cfg.micro_batch_size, loss_fn,
                            Normaliser([1] * n))
-        total["optim/grad_norm"] = self.optimizer.step()["optim/grad_norm"]
-        return total
+        return {k: v for k, v in m.items() if not is_step_metric(k) or k == "optim/grad_norm"}
 
 
 __all__ = ["TTPO", "TTPOConfig", "agree_branch_kl", "balanced_selection", "split_agree"]

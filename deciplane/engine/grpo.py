@@ -31,8 +31,8 @@ import torch
 from deciplane.engine.budget import Budget
 from deciplane.engine.logprobs import forward_responses, pad_responses
 from deciplane.engine.trunk import TrunkStates, trunk_boundary
-from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, accumulate,
-                                    micro_batches)
+from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, is_step_metric,
+                                    micro_batches, minibatches, optimizer_step)
 from deciplane.errors import ConfigError
 from deciplane.objectives import (AdvantageConfig, PolicyLossConfig, compute_advantages,
                                   degenerate_groups, group_ids_from_keys, policy_loss)
@@ -273,14 +273,12 @@ class GRPOUpdate:
         for _epoch in range(self.cfg.epochs):
             order = torch.randperm(len(trajs), generator=gen).tolist() if self.cfg.minibatches > 1 \
                 else list(range(len(trajs)))
-            parts = [order[k::self.cfg.minibatches] for k in range(self.cfg.minibatches)]
-            for part in parts:
+            for part in minibatches(order, self.cfg.minibatches):
                 if not part:
                     continue
-                self.optimizer.zero_grad()
-                collected.append(accumulate(self.optimizer, part, self.cfg.micro_batch_size,
-                                            loss_fn, norm))
-                norms.append(self.optimizer.step()["optim/grad_norm"])
+                m = optimizer_step(self.optimizer, part, self.cfg.micro_batch_size, loss_fn, norm)
+                norms.append(m["optim/grad_norm"])
+                collected.append({k: v for k, v in m.items() if not is_step_metric(k)})
         avg = {k: sum(m[k] for m in collected) / len(collected) for k in collected[0]}
         avg.update(base)
         avg["optim/grad_norm"] = sum(norms) / len(norms)

@@ -221,9 +221,32 @@ def combine_gradients(g_task: torch.Tensor, g_teacher: torch.Tensor, rule: Any
     return g, stats
 
 
+def chunks(rows: Sequence[int], size: int) -> list[list[int]]:
+    """``rows`` in consecutive chunks of ``size`` (the last one shorter): micro-batches."""
+    rows = list(rows)
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
 def micro_batches(n: int, size: int) -> list[list[int]]:
     """``[0..n)`` in consecutive chunks of ``size``."""
-    return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+    return chunks(range(n), size)
+
+
+def minibatches(order: Sequence[int], count: int) -> list[list[int]]:
+    """``order`` in ``count`` consecutive blocks of near-equal size, the first
+    ``len(order) % count`` one longer (``numpy.array_split``'s rule; a block is empty when
+    ``count`` exceeds the rows). The one split of an optimizer batch into the minibatches
+    of PPO/GRPO epochs, each one optimizer step."""
+    if count < 1:
+        raise ConfigError(f"minibatches = {count} must be >= 1")
+    order = list(order)
+    base, extra = divmod(len(order), count)
+    out, start = [], 0
+    for k in range(count):
+        end = start + base + (k < extra)
+        out.append(order[start:end])
+        start = end
+    return out
 
 
 def accumulate(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
@@ -246,8 +269,7 @@ def accumulate(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
     budget = optimizer.budget
     sums: dict[str, float] = {}
     bufs = CordGradBuffers(optimizer.params) if cord is not None else None
-    for start in range(0, len(local), micro_batch_size):
-        micro = local[start:start + micro_batch_size]
+    for micro in chunks(local, micro_batch_size):
         out = loss_fn(micro)
         loss = task.scale(out.task, micro, rows)
         if metric_share == "task":
@@ -290,6 +312,11 @@ def accumulate(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
     return sums
 
 
+def is_step_metric(key: str) -> bool:
+    """A metric :meth:`Optimizer.step` adds (grad norms, the non-finite flag), not a loss's."""
+    return key.startswith("optim/grad_norm") or key == "optim/nonfinite_grad"
+
+
 def optimizer_step(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: int,
                    loss_fn: Callable[[list[int]], MicroLoss], task: Normaliser,
                    distill: Normaliser | None = None, *, cord: Any | None = None,
@@ -305,5 +332,6 @@ def optimizer_step(optimizer: Optimizer, rows: Sequence[int], micro_batch_size: 
     return metrics
 
 
-__all__ = ["CordRule", "MicroLoss", "Normaliser", "Optimizer", "accumulate",
-           "combine_gradients", "micro_batches", "optimizer_step"]
+__all__ = ["CordRule", "MicroLoss", "Normaliser", "Optimizer", "accumulate", "chunks",
+           "combine_gradients", "is_step_metric", "micro_batches", "minibatches",
+           "optimizer_step"]

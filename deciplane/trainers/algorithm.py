@@ -20,7 +20,7 @@ distillation settings (CORD), or — for an update with its own schedule, the GR
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Generic, TypeVar, Union
 
 import torch
@@ -32,6 +32,20 @@ from deciplane.types import Decision, Trajectory
 # ---------------------------------------------------------------------------------------
 # typed batches
 # ---------------------------------------------------------------------------------------
+
+
+def select_rows(payload: Any, rows: list[int]) -> Any:
+    """The payload's rows ``rows``, in that order: every list field and every tensor field
+    (indexed on its first dimension) is sliced, ``None`` stays ``None``."""
+    idx = torch.tensor(rows, dtype=torch.long)
+    picked = {}
+    for f in fields(payload):
+        v = getattr(payload, f.name)
+        if isinstance(v, torch.Tensor):
+            picked[f.name] = v[idx]
+        elif isinstance(v, list):
+            picked[f.name] = [v[i] for i in rows]
+    return replace(payload, **picked)
 
 
 @dataclass
@@ -49,6 +63,9 @@ class DecisionBatch:
     returns: torch.Tensor | None = None     # (N,) gae: the value head's regression target
     old_values: torch.Tensor | None = None  # (N,) gae: V(s) at rollout time (value clip)
 
+    def select(self, rows: list[int]) -> "DecisionBatch":
+        return select_rows(self, rows)
+
 
 @dataclass
 class TextBatch:
@@ -57,6 +74,9 @@ class TextBatch:
     trajs: list[Trajectory]
     advantages: torch.Tensor     # (N,) per trajectory
     n_tokens: list[int]          # response tokens per trajectory
+
+    def select(self, rows: list[int]) -> "TextBatch":
+        return select_rows(self, rows)
 
 
 @dataclass
@@ -84,6 +104,11 @@ class RolloutBatch(Generic[Payload]):
     episodes: int = 0
     degenerate: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def select(self, rows: list[int]) -> "RolloutBatch[Payload]":
+        """The units ``rows`` (a micro-batch) as a batch of their own: the payload sliced
+        row by row (its ``select``); the rollout's counters stay with the whole batch."""
+        return RolloutBatch(n_units=len(rows), data=self.data.select(rows))
 
 
 Objectives = MicroLoss

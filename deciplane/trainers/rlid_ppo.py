@@ -240,41 +240,39 @@ class RLiDPPO(Algorithm):
     def loss(self, batch: RolloutBatch[DecisionBatch], micro: list[int]) -> MicroLoss:
         """RLiD loss (a mean over the micro-batch's decisions; + the value loss with gae),
         and the summed distillation loss on the student's own states."""
-        d = batch.data
-        decs = [d.decisions[i] for i in micro]
+        d = batch.select(micro).data
+        decs = d.decisions
         values = None
         if self.critic is None:
             log_probs = self.agent.menu_log_probs(decs)
         else:  # the same forward pass gives the values
             log_probs, values = self.critic.score(self.agent, decs)              # (n,)
         lp, mask = pad_menu_log_probs(log_probs)                                 # (n, K)
-        idx = torch.tensor(micro)
-        out = rlid_loss(self.rlid, lp, d.actions[idx], d.old_logp[idx], d.advantages[idx],
-                        d.episode_ids[idx], mask, menu_ids([d.menu_keys[i] for i in micro]),
-                        weights=d.weights[idx])
+        out = rlid_loss(self.rlid, lp, d.actions, d.old_logp, d.advantages, d.episode_ids,
+                        mask, menu_ids(d.menu_keys), weights=d.weights)
         metrics = dict(out.metrics)
         task = out.loss
         if values is not None:
-            vl = value_loss(values, d.old_values[idx], d.returns[idx], self.config.value_clip)
+            vl = value_loss(values, d.old_values, d.returns, self.config.value_clip)
             task = task + self.config.value_coef * vl
             metrics["loss/value"] = float(vl.detach())
         distill = None
         if self.config.distill.enabled:
-            distill, m = self._distill(lp.float(), mask, decs, d, micro)
+            distill, m = self._distill(lp.float(), mask, d)
             metrics.update(m)
         return MicroLoss(task=task, distill=distill, metrics=metrics)
 
-    def _distill(self, lp: torch.Tensor, mask: torch.Tensor, decs: list[Decision],
-                 d: DecisionBatch, micro: list[int]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Distillation on the student's own visited states: the sum over the micro-batch
-        (the engine divides by the batch's count, :meth:`distill_normaliser`)."""
+    def _distill(self, lp: torch.Tensor, mask: torch.Tensor, d: DecisionBatch
+                 ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Distillation on the student's own visited states (``d``: the micro-batch): the
+        sum over the micro-batch (the engine divides by the batch's count,
+        :meth:`distill_normaliser`)."""
         if self.config.distill.teacher == "expert":
-            s, _ = expert_distill_loss(lp, [d.expert[i] for i in micro])
-            agree = [int(lp[j].argmax()) == d.expert[i] for j, i in enumerate(micro)
-                     if d.expert[i] is not None]
+            s, _ = expert_distill_loss(lp, d.expert)
+            agree = [int(lp[j].argmax()) == e for j, e in enumerate(d.expert) if e is not None]
             return s, {"distill/expert_agreement": float(np.mean(agree)) if agree else 0.0}
         with torch.no_grad():
-            t_lp, _ = pad_menu_log_probs(self.teacher.menu_log_probs(decs))
+            t_lp, _ = pad_menu_log_probs(self.teacher.menu_log_probs(d.decisions))
         return policy_distill_loss(lp, t_lp.float(), mask), {}
 
     def warm_start(self, optimizer: Optimizer) -> dict[str, Any] | None:

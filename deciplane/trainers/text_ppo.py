@@ -114,9 +114,8 @@ class TextPPO(Algorithm):
         return Normaliser(list(batch.data.n_tokens))
 
     def loss(self, batch: RolloutBatch[TextBatch], micro: list[int]) -> MicroLoss:
-        data = batch.data
-        trajs = [data.trajs[i] for i in micro]
-        adv = data.advantages[torch.tensor(micro)]                                # (B,)
+        data = batch.select(micro).data
+        trajs, adv = data.trajs, data.advantages                                 # (B,)
         logp, old, tid = self._token_tensors(trajs)
         if self.config.tlm_dre.enabled:
             with torch.no_grad(), self.policy.reference() as ref:

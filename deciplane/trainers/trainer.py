@@ -33,12 +33,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import torch
 
 from deciplane._moved import renamed_names
 from deciplane.engine import distributed
-from deciplane.engine.optim import Optimizer, combine_gradients, optimizer_step
+from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, optimizer_step
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.provenance import provenance
 from deciplane.stats import paired_difference
@@ -483,10 +482,7 @@ class Trainer:
         count = 0
         for _ in range(o.epochs):
             perm = torch.randperm(n, generator=gen).tolist()
-            for mb in np.array_split(np.array(perm), min(o.minibatches, n)):
-                mb = [int(i) for i in mb]
-                if not mb:
-                    continue
+            for mb in minibatches(perm, min(o.minibatches, n)):
                 before = self.optimizer.steps, self.optimizer.skipped
                 m = optimizer_step(self.optimizer, mb, o.micro_batch_size, loss_fn, task,
                                    distill, cord=dcfg if distill_on else None,

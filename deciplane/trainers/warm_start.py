@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 
 from deciplane.engine.logprobs import forward_responses
-from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
+from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, chunks, optimizer_step
 from deciplane.objectives.distill import token_nll
 from deciplane.trainers.env_suite import EnvSuite
 from deciplane.engine.episodes import collect_expert_episodes
@@ -146,8 +146,7 @@ def run_bc_epochs(n: int, loss_fn: Callable[[list[int]], torch.Tensor],
     for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen).tolist()
         first = len(losses)
-        for s in range(0, n, micro_batch_size):
-            part = perm[s:s + micro_batch_size]
+        for part in chunks(perm, micro_batch_size):
             # each micro-batch is its own optimizer batch: share 1
             optimizer_step(opt, part, len(part), micro_loss, Normaliser([1] * n))
         mean = sum(losses[first:]) / max(1, len(losses) - first)
