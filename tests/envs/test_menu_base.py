@@ -38,7 +38,8 @@ def _skip_unless_available(name: str) -> None:
 
 
 @pytest.fixture(scope="module", params=list(MENU_ENVS))
-def menu_env(request):
+def menu_case(request):
+    """``(name, env)`` for each menu env this machine can build."""
     _skip_unless_available(request.param)
     env_id, kwargs, _ = MENU_ENVS[request.param]
     env = gym.make(env_id, **kwargs)
@@ -49,51 +50,51 @@ def menu_env(request):
 # ---- which game a reset plays ---------------------------------------------------------------
 
 
-def test_reset_seed_plays_the_first_game_of_the_order_it_seeds(menu_env):
-    _, menu_env = menu_env
-    n = menu_env.unwrapped.num_tasks
+def test_reset_seed_plays_the_first_game_of_the_order_it_seeds(menu_case):
+    _, env = menu_case
+    n = env.unwrapped.num_tasks
     for seed in (0, 7, 123):
         order = seeding.np_random(seed)[0].permutation(n)
-        played = [menu_env.reset(seed=seed)[1]["game_index"]]
-        played += [menu_env.reset()[1]["game_index"] for _ in range(min(n, 12) - 1)]
+        played = [env.reset(seed=seed)[1]["game_index"]]
+        played += [env.reset()[1]["game_index"] for _ in range(min(n, 12) - 1)]
         assert played == order[:len(played)].tolist()  # then the rest of that order
 
 
-def test_options_pick_a_game_by_index_or_name(menu_env):
-    _, menu_env = menu_env
-    n = menu_env.unwrapped.num_tasks
-    name = menu_env.reset(options={"game": 2})[1]["game_name"]
-    assert menu_env.reset(options={"game": np.int64(2)})[1]["game_index"] == 2
-    assert menu_env.reset(options={"task": 2})[1]["game_index"] == 2
-    assert menu_env.reset(options={"game": name})[1]["game_index"] == 2
+def test_options_pick_a_game_by_index_or_name(menu_case):
+    _, env = menu_case
+    n = env.unwrapped.num_tasks
+    name = env.reset(options={"game": 2})[1]["game_name"]
+    assert env.reset(options={"game": np.int64(2)})[1]["game_index"] == 2
+    assert env.reset(options={"task": 2})[1]["game_index"] == 2
+    assert env.reset(options={"game": name})[1]["game_index"] == 2
     # ALFWorld's old reset(seed=s) (game s % n) is this option, the same in every env
-    assert menu_env.reset(seed=n + 3, options={"game": (n + 3) % n})[1]["game_index"] == 3
+    assert env.reset(seed=n + 3, options={"game": (n + 3) % n})[1]["game_index"] == 3
     # a seeded reset starts a new order even when it names the game
     order = seeding.np_random(5)[0].permutation(n)
-    menu_env.reset(seed=5, options={"game": 1})
-    assert menu_env.reset()[1]["game_index"] == order[0]
+    env.reset(seed=5, options={"game": 1})
+    assert env.reset()[1]["game_index"] == order[0]
 
 
 @pytest.mark.parametrize("game,message", [(True, "names no game"),
                                           (np.bool_(False), "names no game"),
                                           (10**6, "suite has"),
                                           ("no-such-game", "not in the suite")])
-def test_a_bad_game_option_is_a_config_error(menu_env, game, message):
-    _, menu_env = menu_env
+def test_a_bad_game_option_is_a_config_error(menu_case, game, message):
+    _, env = menu_case
     with pytest.raises(ConfigError, match=message):
-        menu_env.reset(options={"game": game})
+        env.reset(options={"game": game})
 
 
 # ---- the step limit is TimeLimit's -----------------------------------------------------------
 
 
-def test_truncation_comes_from_time_limit(menu_env):
-    name, menu_env = menu_env
+def test_truncation_comes_from_time_limit(menu_case):
+    name, registered = menu_case
     env_id, kwargs, limit = MENU_ENVS[name]
-    assert menu_env.spec.max_episode_steps == limit
-    assert menu_env.get_wrapper_attr("_max_episode_steps") == limit
-    assert not hasattr(menu_env.unwrapped, "max_episode_steps")
-    masked = menu_env.action_space.n - 1  # an invalid move: cheap, and it counts as a step
+    assert registered.spec.max_episode_steps == limit
+    assert registered.get_wrapper_attr("_max_episode_steps") == limit
+    assert not hasattr(registered.unwrapped, "max_episode_steps")
+    masked = registered.action_space.n - 1  # an invalid move: cheap, and it counts as a step
     env = gym.make(env_id, max_episode_steps=3, **kwargs)
     bare = env.unwrapped
     try:
@@ -153,8 +154,8 @@ def test_every_parser_returns_a_parsed_command():
     assert menu._parse_index(masked) == ParsedCommand(None, send=False, invalid=True)
 
 
-def test_each_envs_text_parser_returns_a_parsed_command(menu_env):
-    _, env = menu_env
+def test_each_envs_text_parser_returns_a_parsed_command(menu_case):
+    _, env = menu_case
     _, info = env.reset(options={"game": 0})
     bare = env.unwrapped
     command = info["menu"][0]
