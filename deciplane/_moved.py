@@ -64,6 +64,9 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     "deciplane.agents.evaluation": "deciplane.evaluation.agents",
     "deciplane.trainers.envs": "deciplane.trainers.env_suite",
     "deciplane.trainers.planner": "deciplane.trainers.time_budget",
+    # 0.3 -- the run directory's logger and checkpoints, shared by trainers and adapters
+    "deciplane.trainers.logger": "deciplane.engine.logger",
+    "deciplane.trainers.checkpoint": "deciplane.engine.checkpoint",
 }
 """old module path -> new module path (or the new modules an old one was split into)."""
 

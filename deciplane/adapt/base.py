@@ -36,6 +36,18 @@ from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)
 
+LEGACY_STATE_FILE = "adapt_state.pt"
+"""Where runs written before the checkpoints folder kept their state (still resumed)."""
+
+
+def saved_state(run_dir: str | Path) -> Path | None:
+    """The adapter state a run directory holds: its last checkpoint, else the single
+    state file of older runs, else ``None``."""
+    from deciplane.engine.checkpoint import latest_checkpoint
+
+    legacy = Path(run_dir) / LEGACY_STATE_FILE
+    return latest_checkpoint(run_dir) or (legacy if legacy.is_file() else None)
+
 
 @runtime_checkable
 class Adapter(Protocol):
@@ -419,30 +431,36 @@ class BaseAdapter:
             self.guard.load(state["guard"])
             self.guard_budget.__dict__.update(copy.deepcopy(state["guard_budget"].__dict__))
 
-    def save_state(self, path: str | Path, elapsed_s: float = 0.0) -> None:
-        """Write :meth:`state_dict` atomically (a crash mid-write keeps the previous one).
-        ``elapsed_s``: wall time of the running loop not yet in ``budget.wall_time_s``."""
-        import io
-
-        from deciplane.utils import atomic_write_bytes
+    def save_state(self, run_dir: str | Path, elapsed_s: float = 0.0) -> None:
+        """Write :meth:`state_dict` as the run directory's checkpoint of this step
+        (atomically: a crash mid-write keeps the previous one). ``elapsed_s``: wall time of
+        the running loop not yet in ``budget.wall_time_s``."""
+        from deciplane.engine.checkpoint import write_state
 
         state = self.state_dict()
         state["budget"].wall_time_s += elapsed_s
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        write_state(run_dir, self.step_count, state, keep_last=1)
 
-    def load_state(self, path: str | Path) -> int:
-        """Restore a :meth:`save_state` file; returns the number of steps already done."""
-        self.load_state_dict(torch.load(path, map_location=self.policy.device, weights_only=False))
+    def load_state(self, run_dir: str | Path) -> int:
+        """Restore the run directory's last checkpoint (or the single ``adapt_state.pt`` of
+        runs written before the checkpoints folder); returns the number of steps already
+        done (0 when there is nothing to resume)."""
+        from deciplane.engine.checkpoint import read_state
+
+        path = saved_state(run_dir)
+        if path is None:
+            return 0
+        self.load_state_dict(read_state(path, map_location=self.policy.device))
         return self.step_count
 
-    def run(self, tasks: list[UnlabeledTask], state_path: str | Path | None = None) -> dict[str, str]:
+    def run(self, tasks: list[UnlabeledTask], run_dir: str | Path | None = None) -> dict[str, str]:
         """Adapt on the prompts of ``tasks`` and return ``{task_id: final answer}``.
 
-        ``state_path``: after every step the adapter's state is written there; if the file
-        exists when ``run`` starts, the run resumes after its last step (same tasks, same
-        options) and ends with the answers an uninterrupted run gives."""
+        ``run_dir``: every step's metrics go to ``RUN_DIR/metrics.jsonl`` (the trainer's run
+        logger) and the adapter's state to ``RUN_DIR/checkpoints/`` (the trainer's
+        checkpoint module, last one kept); if a checkpoint exists when ``run`` starts, the
+        run resumes after its last step (same tasks, same options) and ends with the
+        answers an uninterrupted run gives."""
         tasks = list(tasks)
         if not tasks:
             raise ConfigError("run() got no tasks; pass the unlabeled tasks of a benchmark split")
@@ -451,11 +469,25 @@ class BaseAdapter:
                 raise ConfigError(f"run() takes UnlabeledTask objects (id, prompt, meta), got "
                                   f"{type(t).__name__}")
         batches = self._batches(len(tasks))
-        ckpts = set(self.checkpoint_steps(len(batches)))
-        if state_path and self.resume_optimizer() is None:
+        resumable = run_dir is not None and self.resume_optimizer() is not None
+        if run_dir is not None and not resumable:
             log.warning("%s has no optimizer to checkpoint; it cannot be resumed", type(self).__name__)
-            state_path = None
-        done = self.load_state(state_path) if state_path and Path(state_path).is_file() else 0
+        done = self.load_state(run_dir) if resumable and saved_state(run_dir) else 0
+        logger = None
+        if run_dir is not None:
+            from deciplane.engine.logger import RunLogger
+
+            logger = RunLogger(run_dir, total=len(batches), start=done, progress=False)
+        try:
+            return self._run_steps(tasks, batches, done, run_dir if resumable else None, logger)
+        finally:
+            if logger is not None:
+                logger.close()
+
+    def _run_steps(self, tasks: list[UnlabeledTask], batches: list[list[int]], done: int,
+                   run_dir: str | Path | None, logger: Any) -> dict[str, str]:
+        """The step loop of :meth:`run`, from step ``done + 1``."""
+        ckpts = set(self.checkpoint_steps(len(batches)))
         t_loop = time.perf_counter()
         with self.budget.clock():
             for step, idx in enumerate(batches, start=1):
@@ -489,8 +521,10 @@ class BaseAdapter:
                     with self.eval_budget.clock():
                         self.records.checkpoints.append(
                             (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
-                if state_path:
-                    self.save_state(state_path, time.perf_counter() - t_loop)
+                if logger is not None:
+                    logger.log(step, metrics)
+                if run_dir is not None:
+                    self.save_state(run_dir, time.perf_counter() - t_loop)
                 if self.progress:
                     self.progress(step, len(batches), metrics)
                 if stop:

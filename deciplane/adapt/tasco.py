@@ -410,8 +410,8 @@ class TASCO(BaseAdapter):
         """True iff the base model's weights hash as before adaptation."""
         return weights_sha256(self.policy.model, skip="prompt_encoder") == self.base_sha256
 
-    def run(self, tasks: list[UnlabeledTask], state_path=None) -> dict[str, str]:
-        out = super().run(tasks, state_path)
+    def run(self, tasks: list[UnlabeledTask], run_dir=None) -> dict[str, str]:
+        out = super().run(tasks, run_dir)
         if not self.base_weights_unchanged():   # pragma: no cover - would be a bug
             raise RuntimeError("TASCO changed the base model's weights; only the prefix may train")
         return out
