@@ -6,7 +6,9 @@ fence, ``<!-- docs-test: VERDICT key="value" ... -->``.
 * no marker on a ``python`` block: it runs as it is; on ``yaml``/``toml``/``json``: parsed;
 * ``run``: python in a fresh interpreter, bash under ``bash -euo pipefail``, in a temporary
   folder with links to configs/, examples/ and benchmarks/; options ``substitute="OLD->NEW;
-  ..."`` (each OLD must occur in the block), ``prepend=``, ``append=``, ``timeout=``;
+  ..."`` (each OLD must occur in the block), ``prepend=``, ``append=``, ``timeout=``,
+  ``needs="java,bwrap"`` (skipped with the reason when a system tool is missing, as the
+  rest of the suite does);
 * ``config base="configs/X.yaml"``: a YAML fragment merged into that config and loaded with
   ``deciplane.trainers.config.load_config``;
 * ``skip reason="..."`` and ``output``: not run (reported as skipped);
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -200,6 +203,10 @@ def test_doc_block(block: Block, workdir: Path) -> None:
             pytest.fail(f"{block.id}: a {block.lang or 'plain'} block needs a marker: "
                         '<!-- docs-test: run | skip reason="..." | output --> on the line '
                         "before its fence (docs/contributing.md)")
+    missing = [tool for tool in filter(None, block.args.get("needs", "").split(","))
+               if shutil.which(tool.strip()) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (tools/system-deps.sh installs it)")
     code = substitute(block, block.code)
     pre, post = block.args.get("prepend", ""), block.args.get("append", "")
     if block.lang in PYTHON:
