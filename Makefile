@@ -9,7 +9,7 @@ VF_VENV ?= .venv-verifiers
 VF_BIN  := $(VF_VENV)/bin
 VF_STAMP := $(VF_VENV)/.deciplane-installed
 
-.PHONY: install system-deps demo test test-fast verifiers-env clean
+.PHONY: install system-deps demo test test-fast docs verifiers-env clean
 
 install: system-deps $(STAMP)
 
@@ -72,5 +72,10 @@ test: system-deps $(STAMP)
 test-fast: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The docs site (mkdocs-material, API reference from the docstrings) into site/; --strict:
+# a broken link or anchor fails. tests/test_docs.py runs the same build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(VF_VENV) build *.egg-info
+	rm -rf $(VENV) $(VF_VENV) build *.egg-info site

@@ -64,6 +64,9 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     "deciplane.agents.evaluation": "deciplane.evaluation.agents",
     "deciplane.trainers.envs": "deciplane.trainers.env_suite",
     "deciplane.trainers.planner": "deciplane.trainers.time_budget",
+    # 0.3 -- the run directory's logger and checkpoints, shared by trainers and adapters
+    "deciplane.trainers.logger": "deciplane.engine.logger",
+    "deciplane.trainers.checkpoint": "deciplane.engine.checkpoint",
     # 0.3 -- the menu envs' shared code in one package (menu_env held the text helpers and
     # the base env)
     "deciplane.envs.menus": "deciplane.envs.menu.menu",

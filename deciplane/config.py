@@ -24,6 +24,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 
 from deciplane.errors import ConfigError
+from deciplane.options import check_options
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
@@ -80,8 +81,9 @@ def deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     """Instantiate dataclass ``cls`` from a mapping, coercing and validating every field:
-    types, then :func:`check_ranges`, then the dataclass's own ``check(prefix)`` method if
-    it has one (cross-field rules such as ``s_min <= s_max``)."""
+    types, then :func:`deciplane.options.check_options` (each field's declared range and
+    choices), then the dataclass's own ``check(prefix)`` method if it has one (cross-field
+    rules such as ``s_min <= s_max``)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
     raw = apply_aliases(cls, raw, prefix)
@@ -96,7 +98,7 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
         if name in raw:
             kwargs[name] = coerce(hints[name], raw[name], prefix + name)
     obj = cls(**kwargs)
-    check_ranges(obj, prefix)
+    check_options(obj, prefix)
     check = getattr(obj, "check", None)
     if callable(check):  # the section's own cross-field rules
         check(prefix)
@@ -207,30 +209,6 @@ def coerce(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be a string, got {value!r}")
         return str(value)
     return value
-
-
-_POSITIVE = {"iterations", "group_size", "games_per_iteration", "max_episode_steps", "epochs",
-             "minibatches", "micro_batch_size", "prompts_per_step", "max_new_tokens",
-             "every_n", "keep_last", "lora_rank", "threads", "eval_max_new_tokens",
-             "lora_last_layers", "workers"}
-
-
-_NON_NEGATIVE = {"lr", "weight_decay", "max_grad_norm", "clip_eps", "beta", "beta_menu",
-                 "entropy_coef", "lam", "every", "episodes", "s_min", "tau", "step_penalty",
-                 "invalid_penalty"}
-
-
-def check_ranges(obj: Any, prefix: str = "") -> None:
-    """Range checks that types cannot express, by field name (``lr >= 0``,
-    ``group_size > 0`` ...); raises ConfigError naming the field."""
-    for f in fields(obj):
-        v = getattr(obj, f.name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        if f.name in _POSITIVE and v <= 0:
-            raise ConfigError(f"{prefix}{f.name} = {v} must be > 0")
-        if f.name in _NON_NEGATIVE and v < 0:
-            raise ConfigError(f"{prefix}{f.name} = {v} must be >= 0")
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

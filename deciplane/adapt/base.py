@@ -22,7 +22,7 @@ import math
 import random
 import time
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
@@ -30,11 +30,24 @@ import torch
 
 from deciplane.adapt.guard import CollapseGuard, step_signals
 from deciplane.errors import ConfigError
+from deciplane.options import check_options, option
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
 from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)
+
+LEGACY_STATE_FILE = "adapt_state.pt"
+"""Where runs written before the checkpoints folder kept their state (still resumed)."""
+
+
+def saved_state(run_dir: str | Path) -> Path | None:
+    """The adapter state a run directory holds: its last checkpoint, else the single
+    state file of older runs, else ``None``."""
+    from deciplane.engine.checkpoint import latest_checkpoint
+
+    legacy = Path(run_dir) / LEGACY_STATE_FILE
+    return latest_checkpoint(run_dir) or (legacy if legacy.is_file() else None)
 
 
 @runtime_checkable
@@ -57,41 +70,41 @@ class AdaptConfig:
 
     finetune: Literal["lora", "full"] = "lora"
     """`lora`: add LoRA adapters to the policy (if it has none) and train only them; `full`: train every weight."""
-    lora_rank: int = 16
+    lora_rank: int = option(16, ge=1)
     """LoRA rank (finetune=lora)."""
-    lora_alpha: int = 32
+    lora_alpha: int = option(32, ge=1)
     """LoRA alpha (finetune=lora)."""
     trunk_dtype: Literal["auto", "float32", "bfloat16"] = "float32"
     """Precision of the frozen weights: `bfloat16` runs every frozen linear layer (LoRA's base weights, or the whole model under TASCO's prefix) in bf16 weights with fp32 inputs and outputs; trainable weights, the embedding, the output layer, norms and attention stay fp32. `auto`: bfloat16 where the CPU has native bf16 (`deciplane doctor`), else float32. Baselines are answered by the same model. Nothing is frozen under finetune=full: it stays fp32. Default float32: with bf16 TTRL matched fp32 on products-1d (0.817 vs 0.820, 3 seeds) but TTPO fell (0.523 vs 0.733; one seed collapsed), benchmarks/results/tta_table_bf16.md."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Precision of the matmuls of layers still in fp32 weights (finetune=full; with trunk_dtype=float32 also LoRA's): `bfloat16` runs each decoder layer under torch.autocast (fp32 master weights, bf16 matmuls in sampling, the forward and the backward; logits stay fp32). Only on a CPU with native bf16 or a GPU."""
-    lr: float = 1e-4
+    lr: float = option(1e-4, gt=0)
     """AdamW learning rate."""
-    weight_decay: float = 0.0
+    weight_decay: float = option(0.0, ge=0)
     """AdamW weight decay."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = option(1.0, ge=0)
     """Global gradient-norm clip before every optimizer step (0 = off)."""
-    max_new_tokens: int = 24
+    max_new_tokens: int = option(24, ge=1)
     """Tokens generated per response (samples and final answers)."""
-    temperature: float = 0.7
+    temperature: float = option(0.7, gt=0)
     """Sampling temperature of the votes / training samples (also divides the logits in the loss); 0.7 is where SmolLM2-135M's maj@8 clearly beats its pass@1 (DESIGN.md)."""
-    top_p: float = 1.0
+    top_p: float = option(1.0, gt=0, le=1)
     """Nucleus sampling threshold."""
-    prompts_per_step: int = 4
+    prompts_per_step: int = option(4, ge=1)
     """Prompts per optimizer step (CPU default 4: with max_steps=12 the adapter draws 12 x 4 x votes samples, and the equal-budget majority baseline as many again)."""
-    epochs: int = 1
+    epochs: int = option(1, ge=1)
     """Passes over the task list (the order is shuffled per epoch with the seed)."""
-    max_steps: int | None = 12
+    max_steps: int | None = option(12, ge=1)
     """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step)). The CPU default 12 x 4 prompts trains on 48 prompts of a 200-task split (every task is still answered) so that a run with its baselines fits ~15 min on 2 CPU cores; `--set max_steps=null prompts_per_step=8` trains one full pass."""
-    micro_batch_size: int = 8
+    micro_batch_size: int = option(8, ge=1)
     """Sequences per forward pass during updates."""
     final_answer: Literal["greedy", "majority"] = "greedy"
     """How the adapted policy answers: one greedy response, or a majority vote over `final_votes` samples."""
-    final_votes: int = 8
+    final_votes: int = option(8, ge=1)
     """Samples per task for final_answer=majority."""
-    checkpoints: int = 0
+    checkpoints: int = option(0, ge=0)
     """Intermediate greedy answer sets recorded for the accuracy-vs-steps curve (scored after the run; not counted in the adapter's budget). Each costs one greedy answer per task (200 on arith-shift), so the CPU default is 0: the curve is then before -> after."""
-    answer_batch: int = 32
+    answer_batch: int = option(32, ge=1)
     """Prompts per generation call when answering."""
     system_prompt: str | None = None
     """System message for the chat template (null = the model's default)."""
@@ -101,13 +114,13 @@ class AdaptConfig:
     """Seed of the task order and of every sampling call."""
     guard: bool = True
     """Stop and roll back to the last healthy state when unlabeled signals show a collapse (deciplane.adapt.guard; ours, not the papers'): after every update the greedy answers of a probe set are checked. The summary's `collapse` says what fired ({} when nothing did); the probe's cost is `guard_budget`, apart from the adapter's."""
-    guard_probe: int = 8
+    guard_probe: int = option(8, ge=1)
     """Tasks in the guard's probe set (the run's first ones), answered greedily after every update."""
-    guard_length_ratio: float = 0.4
+    guard_length_ratio: float = option(0.4, gt=0, le=1)
     """A state is unhealthy when its probe answers are shorter than this times the starting state's (TTRL's healthy answers shrink to ~0.6x)."""
-    guard_extractable_drop: float = 0.3
+    guard_extractable_drop: float = option(0.3, ge=0, le=1)
     """... or when the share of probe answers with an extractable answer fell by more than this."""
-    guard_patience: int = 2
+    guard_patience: int = option(2, ge=1)
     """Unhealthy states in a row before the guard stops the run."""
 
     PAPER: typing.ClassVar[dict[str, Any]] = {}
@@ -116,38 +129,9 @@ class AdaptConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the field and the allowed values."""
-        name = type(self).__name__
-        hints = typing.get_type_hints(type(self))
-        for f in fields(self):
-            v = getattr(self, f.name)
-            tp = hints.get(f.name)
-            if typing.get_origin(tp) is Literal and v not in typing.get_args(tp):
-                allowed = ", ".join(repr(a) for a in typing.get_args(tp))
-                raise ConfigError(f"{name}.{f.name} = {v!r} is not allowed; choose one of {allowed}")
-        for f in ("lora_rank", "lora_alpha", "max_new_tokens", "prompts_per_step", "epochs",
-                  "micro_batch_size", "final_votes", "answer_batch"):
-            if getattr(self, f) < 1:
-                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 1")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError(f"{name}.max_steps = {self.max_steps} must be >= 1 or null")
-        for f in ("lr", "temperature"):
-            if not getattr(self, f) > 0:
-                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be > 0")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"{name}.top_p = {self.top_p} must be in (0, 1]")
-        for f in ("weight_decay", "max_grad_norm", "checkpoints"):
-            if getattr(self, f) < 0:
-                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 0")
-        if not 0 < self.guard_length_ratio <= 1:
-            raise ConfigError(f"{name}.guard_length_ratio = {self.guard_length_ratio} must be in (0, 1]")
-        if not 0 <= self.guard_extractable_drop <= 1:
-            raise ConfigError(f"{name}.guard_extractable_drop = {self.guard_extractable_drop} "
-                              "must be in [0, 1]")
-        if self.guard_probe < 1:
-            raise ConfigError(f"{name}.guard_probe = {self.guard_probe} must be >= 1")
-        if self.guard_patience < 1:
-            raise ConfigError(f"{name}.guard_patience = {self.guard_patience} must be >= 1")
+        """Raise :class:`ConfigError` naming the field and the allowed values (each
+        field's declared range and choices, :func:`deciplane.options.check_options`)."""
+        check_options(self, f"{type(self).__name__}.")
 
     @classmethod
     def paper(cls, **overrides: Any):
@@ -419,30 +403,36 @@ class BaseAdapter:
             self.guard.load(state["guard"])
             self.guard_budget.__dict__.update(copy.deepcopy(state["guard_budget"].__dict__))
 
-    def save_state(self, path: str | Path, elapsed_s: float = 0.0) -> None:
-        """Write :meth:`state_dict` atomically (a crash mid-write keeps the previous one).
-        ``elapsed_s``: wall time of the running loop not yet in ``budget.wall_time_s``."""
-        import io
-
-        from deciplane.utils import atomic_write_bytes
+    def save_state(self, run_dir: str | Path, elapsed_s: float = 0.0) -> None:
+        """Write :meth:`state_dict` as the run directory's checkpoint of this step
+        (atomically: a crash mid-write keeps the previous one). ``elapsed_s``: wall time of
+        the running loop not yet in ``budget.wall_time_s``."""
+        from deciplane.engine.checkpoint import write_state
 
         state = self.state_dict()
         state["budget"].wall_time_s += elapsed_s
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        write_state(run_dir, self.step_count, state, keep_last=1)
 
-    def load_state(self, path: str | Path) -> int:
-        """Restore a :meth:`save_state` file; returns the number of steps already done."""
-        self.load_state_dict(torch.load(path, map_location=self.policy.device, weights_only=False))
+    def load_state(self, run_dir: str | Path) -> int:
+        """Restore the run directory's last checkpoint (or the single ``adapt_state.pt`` of
+        runs written before the checkpoints folder); returns the number of steps already
+        done (0 when there is nothing to resume)."""
+        from deciplane.engine.checkpoint import read_state
+
+        path = saved_state(run_dir)
+        if path is None:
+            return 0
+        self.load_state_dict(read_state(path, map_location=self.policy.device))
         return self.step_count
 
-    def run(self, tasks: list[UnlabeledTask], state_path: str | Path | None = None) -> dict[str, str]:
+    def run(self, tasks: list[UnlabeledTask], run_dir: str | Path | None = None) -> dict[str, str]:
         """Adapt on the prompts of ``tasks`` and return ``{task_id: final answer}``.
 
-        ``state_path``: after every step the adapter's state is written there; if the file
-        exists when ``run`` starts, the run resumes after its last step (same tasks, same
-        options) and ends with the answers an uninterrupted run gives."""
+        ``run_dir``: every step's metrics go to ``RUN_DIR/metrics.jsonl`` (the trainer's run
+        logger) and the adapter's state to ``RUN_DIR/checkpoints/`` (the trainer's
+        checkpoint module, last one kept); if a checkpoint exists when ``run`` starts, the
+        run resumes after its last step (same tasks, same options) and ends with the
+        answers an uninterrupted run gives."""
         tasks = list(tasks)
         if not tasks:
             raise ConfigError("run() got no tasks; pass the unlabeled tasks of a benchmark split")
@@ -451,11 +441,25 @@ class BaseAdapter:
                 raise ConfigError(f"run() takes UnlabeledTask objects (id, prompt, meta), got "
                                   f"{type(t).__name__}")
         batches = self._batches(len(tasks))
-        ckpts = set(self.checkpoint_steps(len(batches)))
-        if state_path and self.resume_optimizer() is None:
+        resumable = run_dir is not None and self.resume_optimizer() is not None
+        if run_dir is not None and not resumable:
             log.warning("%s has no optimizer to checkpoint; it cannot be resumed", type(self).__name__)
-            state_path = None
-        done = self.load_state(state_path) if state_path and Path(state_path).is_file() else 0
+        done = self.load_state(run_dir) if resumable and saved_state(run_dir) else 0
+        logger = None
+        if run_dir is not None:
+            from deciplane.engine.logger import RunLogger
+
+            logger = RunLogger(run_dir, total=len(batches), start=done, progress=False)
+        try:
+            return self._run_steps(tasks, batches, done, run_dir if resumable else None, logger)
+        finally:
+            if logger is not None:
+                logger.close()
+
+    def _run_steps(self, tasks: list[UnlabeledTask], batches: list[list[int]], done: int,
+                   run_dir: str | Path | None, logger: Any) -> dict[str, str]:
+        """The step loop of :meth:`run`, from step ``done + 1``."""
+        ckpts = set(self.checkpoint_steps(len(batches)))
         t_loop = time.perf_counter()
         with self.budget.clock():
             for step, idx in enumerate(batches, start=1):
@@ -489,8 +493,10 @@ class BaseAdapter:
                     with self.eval_budget.clock():
                         self.records.checkpoints.append(
                             (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
-                if state_path:
-                    self.save_state(state_path, time.perf_counter() - t_loop)
+                if logger is not None:
+                    logger.log(step, metrics)
+                if run_dir is not None:
+                    self.save_state(run_dir, time.perf_counter() - t_loop)
                 if self.progress:
                     self.progress(step, len(batches), metrics)
                 if stop:

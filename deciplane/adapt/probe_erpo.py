@@ -50,6 +50,7 @@ from deciplane.engine.logprobs import forward_responses, pad_responses
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
 from deciplane.envs.code.harness import INSTRUCTION, STOP, extract_program, is_probe, run_probes
 from deciplane.errors import ConfigError
+from deciplane.options import option
 from deciplane.objectives.erpo import ERPOLossConfig, erpo_advantages, erpo_loss, probe_consensus
 from deciplane.types import Trajectory, UnlabeledTask
 
@@ -287,7 +288,7 @@ def consensus_choice(signatures: Sequence[Hashable], valid: Sequence[bool] | Non
 class ProbeERPOConfig(AdaptConfig):
     """Probe-ERPO options — paper-inspired, every default is ours (CPU-sized)."""
 
-    votes: int = 8
+    votes: int = option(8, ge=2)
     """K: candidate programs sampled per statement."""
     max_new_tokens: int = 160
     """Tokens per candidate / answer (responses also end at the closing code fence)."""
@@ -295,15 +296,15 @@ class ProbeERPOConfig(AdaptConfig):
     """Sampling temperature of the candidates (also divides the logits in the loss)."""
     instruction: str = INSTRUCTION
     """Text appended to every statement (asks for the whole function in a code block)."""
-    fuzz_probes: int = 6
+    fuzz_probes: int = option(6, ge=0)
     """Probes fuzzed from the signature's type annotations per task."""
-    model_probe_samples: int = 2
+    model_probe_samples: int = option(2, ge=0)
     """Probe-writing responses sampled from the model per task (0 = fuzzed probes only)."""
-    model_probes_per_sample: int = 4
+    model_probes_per_sample: int = option(4, ge=0)
     """How many calls each probe-writing response is asked for."""
-    probe_max_new_tokens: int = 96
+    probe_max_new_tokens: int = option(96, ge=1)
     """Tokens per probe-writing response."""
-    max_probes: int = 10
+    max_probes: int = option(10, ge=1)
     """Probes per task at most (model probes first, then fuzzed)."""
     probe_timeout_s: float = 1.0
     """Time budget of one candidate call on one probe (a hang reads !timeout)."""
@@ -331,13 +332,6 @@ class ProbeERPOConfig(AdaptConfig):
     def validate(self) -> None:
         super().validate()
         n = "ProbeERPOConfig"
-        if self.votes < 2:
-            raise ConfigError(f"{n}.votes = {self.votes} must be >= 2 (consensus needs candidates)")
-        for f in ("fuzz_probes", "model_probe_samples", "model_probes_per_sample"):
-            if getattr(self, f) < 0:
-                raise ConfigError(f"{n}.{f} = {getattr(self, f)} must be >= 0")
-        if self.max_probes < 1 or self.probe_max_new_tokens < 1:
-            raise ConfigError(f"{n}.max_probes and probe_max_new_tokens must be >= 1")
         if self.fuzz_probes == 0 and self.model_probe_samples == 0:
             raise ConfigError(f"{n}: fuzz_probes and model_probe_samples are both 0; "
                               "probes need at least one source")

@@ -13,8 +13,8 @@ the held-out scorer *after* the answers exist):
 4. The scorer scores everything: final and intermediate answers, the baselines, and
    the diagnostics (how often the majority pseudo-label was right, pseudo-reward
    accuracy).
-5. ``RUN_DIR/summary.json``, ``answers.json``, ``history.jsonl`` and
-   ``accuracy_vs_steps.png``.
+5. ``RUN_DIR/summary.json``, ``answers.json`` and ``accuracy_vs_steps.png``
+   (``metrics.jsonl`` has every step's metrics, written as the run goes).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import math
 import os
 import time
 import typing
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract
+from deciplane.adapt.base import LEGACY_STATE_FILE, AdaptConfig, BaseAdapter, extract
 from deciplane.adapt.probe_erpo import ProbeERPO
 from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_equivalents
 from deciplane.adapt.ttpo import TTPO
@@ -36,7 +36,7 @@ from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate_texts, generation_progress
-from deciplane.utils import atomic_write_bytes, atomic_write_json, seed_everything
+from deciplane.utils import atomic_write_json, seed_everything
 
 ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
                                           "probe-erpo": ProbeERPO}
@@ -128,6 +128,59 @@ def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
     return _jsonable(paired_difference([a[i] for i in ids], [b[i] for i in ids]).to_dict())
 
 
+@dataclass
+class _Run:
+    """What the steps of one adaptation run share."""
+
+    method: str
+    benchmark: str
+    split: str
+    model: str
+    seed: int
+    limit: int | None
+    config: AdaptConfig
+    tasks: list
+    policy: Any
+    adapter: BaseAdapter
+    cache: Path
+    report: Callable[[str, int, int, dict], None]
+    benchmark_args: dict[str, Any]
+
+    @property
+    def own_answers(self) -> bool:
+        """Adapters with their own answer format (code) bring their greedy answers and
+        selection baseline (Probe-ERPO: consensus selection); others use majority vote."""
+        return hasattr(self.adapter, "selection_answers")
+
+    @property
+    def fte_mode(self) -> bool:
+        return getattr(type(self.adapter), "budget_unit", "samples") == "forward_token_equivalents"
+
+    @property
+    def selection_name(self) -> str:
+        return getattr(self.adapter, "SELECTION_BASELINE", "majority_vote_equal_budget")
+
+    def key(self, seed: int | None, votes: int | None) -> str:
+        bkey = self.benchmark if not self.benchmark_args else \
+            f"{self.benchmark}?{json.dumps(self.benchmark_args, sort_keys=True)}"
+        return _baseline_key(self.model, bkey, self.split, self.limit, seed, votes, self.config,
+                             self.adapter.frozen_dtype)
+
+
+@dataclass
+class _Baselines:
+    """The baselines' answers and budgets (empty with ``baselines=False``)."""
+
+    votes: int
+    greedy: dict[str, str] = field(default_factory=dict)
+    greedy_budget: dict[str, Any] = field(default_factory=dict)
+    selection: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, list[str | None]] = field(default_factory=dict)
+    best_of_n: dict[str, str] = field(default_factory=dict)
+    selection_budget: dict[str, Any] = field(default_factory=dict)
+    total: Budget = field(default_factory=Budget)
+
+
 def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: str = "test",
                    model: str = DEFAULT_MODEL, overrides: Sequence[str] = (), seed: int = 0,
                    run_dir: str | Path | None = None, limit: int | None = None,
@@ -150,10 +203,11 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 
     Nothing is lost on a crash: the run's arguments go to ``RUN_DIR/run_args.json``, the
     baselines' answers to ``RUN_DIR/baselines/`` (unless ``baseline_cache`` names another
-    folder) and the adapter's state to ``RUN_DIR/adapt_state.pt`` after every step.
-    ``resume=True`` (needs ``run_dir``) continues such a run — even one killed with
-    SIGKILL — after its last finished step, with the arguments it was started with, and
-    ends with the summary an uninterrupted run writes (same answers, same budget counts).
+    folder), every step's metrics to ``RUN_DIR/metrics.jsonl`` and the adapter's state to
+    ``RUN_DIR/checkpoints/`` after every step. ``resume=True`` (needs ``run_dir``)
+    continues such a run — even one killed with SIGKILL — after its last finished step,
+    with the arguments it was started with, and ends with the summary an uninterrupted run
+    writes (same answers, same budget counts).
     """
     import torch
 
@@ -166,205 +220,37 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
             "overrides": list(overrides), "seed": seed, "limit": limit,
             "baselines": baselines, "benchmark_args": dict(benchmark_args or {}),
             "baseline_cache": None if baseline_cache is None else str(baseline_cache)}
+    resumes = 0
     if resume:
         args, resumes = _resume_args(run_dir, args)
-        method, benchmark, split, model = args["method"], args["benchmark"], args["split"], args["model"]
-        overrides, seed, limit, baselines = args["overrides"], args["seed"], args["limit"], args["baselines"]
-        benchmark_args, baseline_cache = args["benchmark_args"], args["baseline_cache"]
-    config = build_config(method, overrides, seed)
+    config = build_config(args["method"], args["overrides"], args["seed"])
     if threads:
         torch.set_num_threads(int(threads))
-    seed_everything(seed)
+    seed_everything(args["seed"])
     run_dir = Path(run_dir) if run_dir else Path("runs") / \
         f"adapt-{method}-{benchmark}-{split}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     report = progress or (lambda *a: None)
 
-    benchmark_args = dict(benchmark_args or {})
-    fte_mode = getattr(ADAPTERS[method], "budget_unit", "samples") == "forward_token_equivalents"
-    tasks, scorer = load_benchmark(benchmark, split, limit=limit, **benchmark_args)
+    tasks, scorer = load_benchmark(args["benchmark"], args["split"], limit=args["limit"],
+                                   **args["benchmark_args"])
     try:
-        policy = load_policy(model, seed=seed if model == "deciplane/tiny" else 0, device=device)
-        adapter = ADAPTERS[method](policy, config,
-                                   progress=lambda s, n, m: report("adapt", s, n, m))
-        run_dir.mkdir(parents=True, exist_ok=True)  # only once the inputs are known good
-        if not resume:
-            resumes = 0
-            atomic_write_json(run_dir / "run_args.json", args)
-        if baseline_cache is None:     # a resumed run must not recompute its baselines
-            baseline_cache = run_dir / "baselines"
-        state_path = run_dir / "adapt_state.pt"
-        if not resume:                 # a new run never continues an old run's state
-            state_path.unlink(missing_ok=True)
-        n = len(tasks)
-        planned = adapter.planned_samples(n)
-        votes_eq = max(1, math.ceil(planned / n))
-        # adapters with their own answer format (code) bring their greedy answers and
-        # selection baseline (Probe-ERPO: consensus selection); others use majority vote
-        own = hasattr(adapter, "selection_answers")
-        sel_name = getattr(adapter, "SELECTION_BASELINE", "majority_vote_equal_budget")
-
-        # ---- baselines with the initial policy (before any update) -----------------
-        base_budget = Budget()
-        greedy: dict[str, str] = {}
-        bon: dict[str, str] = {}
-        maj: dict[str, str] = {}
-        maj_samples: dict[str, list[str | None]] = {}
-        if baselines:
-            prompts = [adapter.format(t) for t in tasks]
-
-            def greedy_answers() -> dict[str, Any]:
-                b = Budget()
-                if own:
-                    with b.clock():
-                        return {"answers": adapter.greedy_answers(tasks, b), "budget": b.as_dict()}
-                with b.clock():
-                    texts = generate_texts(policy, prompts, max_new_tokens=config.max_new_tokens,
-                                           greedy=True, budget=b,
-                                           prompts_per_batch=config.answer_batch)
-                return {"answers": {t.id: a or "" for t, a in zip(tasks, extract(texts))},
-                        "budget": b.as_dict()}
-
-            def majority_baseline() -> dict[str, Any]:
-                if not own:
-                    return vote_samples()
-                b = Budget()
-                with b.clock():
-                    answers_c, per_c = adapter.selection_answers(tasks, votes_eq,
-                                                                 seed + 4_242_424, b)
-                return {"answers": answers_c, "samples": per_c, "budget": b.as_dict()}
-
-            def vote_samples() -> dict[str, Any]:
-                """``votes_eq`` samples per task (read when called): their majority vote
-                and best-of-N by mean token log-prob (the same samples as
-                majority_answers: same call, same seeds)."""
-                b = Budget()
-                with b.clock():
-                    res = equal_compute_baselines(
-                        policy, prompts, votes=votes_eq, max_new_tokens=config.max_new_tokens,
-                        temperature=config.temperature, top_p=config.top_p, seed=seed + 4_242_424,
-                        budget=b, prompts_per_batch=max(1, config.answer_batch // votes_eq))
-                ids = [t.id for t in tasks]
-                return {"answers": dict(zip(ids, res["majority"])),
-                        "best_of_n": dict(zip(ids, res["best_of_n"])),
-                        "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
-
-            def baseline(label: str, cache_name: str, key: str, compute) -> dict[str, Any]:
-                report(f"baseline: {label}", 0, 1, {})
-                # a baseline can sample for an hour: show its prompts as they are done
-                with generation_progress(
-                        lambda done, total: report(f"baseline: {label} (prompts sampled)",
-                                                   done, total, {})):
-                    result, cached = _cached_baseline(baseline_cache, cache_name, key, compute)
-                report(f"baseline: {label}" + (" (cached)" if cached else ""), 1, 1, {})
-                return result
-
-            # greedy answers depend on neither the seed nor the budget: every run shares them
-            bkey = benchmark if not benchmark_args else f"{benchmark}?{json.dumps(benchmark_args, sort_keys=True)}"
-            tag = f"-{method}" if own else ""
-            g = baseline("greedy", "greedy" + tag, _baseline_key(
-                model, bkey, split, limit, None, None, config, adapter.frozen_dtype), greedy_answers)
-            greedy = g["answers"]
-            base_budget += Budget(**g["budget"])
-            if not fte_mode:
-                m = baseline("consensus selection" if own else "majority vote", "majority" + tag,
-                             _baseline_key(model, bkey, split, limit, seed, votes_eq, config,
-                                           adapter.frozen_dtype),
-                             majority_baseline)
-                maj, maj_samples = m["answers"], m["samples"]
-                bon = m.get("best_of_n", {})      # absent in caches written before it existed
-                base_budget += Budget(**m["budget"])
-
-        # ---- adaptation: prompts only -------------------------------------------------
-        answers = adapter.run(tasks, state_path=state_path)
-        if baselines and fte_mode:
-            # equal compute: as many samples per task as the adapter's measured forward-
-            # token equivalents buy, at the greedy baseline's cost per answer
-            per_answer = max(1.0, forward_token_equivalents(g["budget"]) / n)
-            votes_eq = max(1, round(forward_token_equivalents(adapter.budget) / (n * per_answer)))
-
-
-            m = baseline("majority vote / best-of-N (equal compute)", "majority-bon", _baseline_key(
-                model, bkey, split, limit, seed, votes_eq, config, adapter.frozen_dtype), vote_samples)
-            maj, maj_samples, bon = m["answers"], m["samples"], m["best_of_n"]
-            base_budget += Budget(**m["budget"])
-
-        # ---- scoring (gold stays in the scorer process) ---------------------------------
-        after = scorer.score(answers)
-        summary: dict[str, Any] = {
-            "method": method, "benchmark": benchmark, "split": split, "model": model,
-            "n_tasks": n, "seed": seed, "limit": limit, "device": str(policy.device),
-            "torch_threads": torch.get_num_threads(),
-            "frozen_dtype": adapter.frozen_dtype,
-            "frozen_linears_cast": adapter.frozen_linears_cast,
-            "split_fingerprint": after.split_fingerprint,
-            "config": _jsonable(asdict(config)),
-            "paper_values_changed": _jsonable(config.changed_from_paper()),
-            "after": _score_dict(after),
-            "budget": adapter.budget.as_dict(),
-            "eval_budget": adapter.eval_budget.as_dict(),
-            "planned_samples": planned,
-            "forward_token_equivalents": forward_token_equivalents(adapter.budget),
-            "benchmark_args": _jsonable(benchmark_args),
-            "resumed": resumes,
-        }
-        variant = getattr(config, "variant", None)
-        if callable(variant):
-            summary["variant"] = variant()
-        if getattr(config, "NOTE", None):
-            summary["method_note"] = config.NOTE
-        summary["after"]["ci95"] = accuracy_interval(after.n_correct, after.count)
-        if getattr(adapter, "final_answer_tokens", None) is not None:
-            summary["mean_output_tokens"] = round(adapter.final_answer_tokens / max(n, 1), 2)
-        if hasattr(adapter, "base_weights_unchanged"):
-            summary["base_weights_sha256"] = adapter.base_sha256
-            summary["base_weights_unchanged"] = adapter.base_weights_unchanged()
-        curve = []
-        if baselines:
-            before = scorer.score(greedy)
-            majority = scorer.score(maj)
-            sampled = scorer.sample_accuracy(maj_samples)
-            summary["before"] = _score_dict(before)
-            summary["baselines"] = {
-                "no_adaptation_greedy": {**_score_dict(before),
-                                         "ci95": accuracy_interval(before.n_correct, before.count),
-                                         "mean_output_tokens": round(g["budget"]["generated_tokens"] / max(n, 1), 2)},
-                "no_adaptation_sampled": {"accuracy": sampled.mean, "pass_any": sampled.pass_any,
-                                          "samples_per_task": votes_eq,
-                                          "note": "sampled pass@1 averaged over the samples of " + sel_name},
-                sel_name: {**_score_dict(majority), "votes_per_task": votes_eq,
-                           "ci95": accuracy_interval(majority.n_correct, majority.count),
-                           "samples": votes_eq * n,
-                           "adapter_samples": adapter.budget.samples,
-                           "budget_unit": "forward_token_equivalents" if fte_mode else "samples",
-                           "forward_token_equivalents": forward_token_equivalents(m["budget"]),
-                           "mean_output_tokens_per_sample": round(
-                               m["budget"]["generated_tokens"] / max(m["budget"]["samples"], 1), 2)},
-            }
-            paired = {"no_adaptation_greedy": paired_vs(after.correct, before.correct),
-                      sel_name: paired_vs(after.correct, majority.correct)}
-            if bon:
-                best = scorer.score(bon)
-                summary["baselines"]["best_of_n_equal_budget"] = {
-                    **_score_dict(best), "n_per_task": votes_eq,
-                    "ci95": accuracy_interval(best.n_correct, best.count),
-                    "selection": "highest mean token log-prob of the sample (no gold)",
-                    "note": "the same samples as majority_vote_equal_budget"}
-                paired["best_of_n_equal_budget"] = paired_vs(after.correct, best.correct)
-            summary["paired_vs_baselines"] = paired
-            summary["baseline_budget"] = base_budget.as_dict()
-            if config.final_answer == "greedy":
-                curve.append({"optimizer_steps": 0, "accuracy": before.accuracy})
-        for steps, ans in adapter.records.checkpoints:
-            curve.append({"optimizer_steps": steps, "accuracy": scorer.score(ans).accuracy})
-        summary["curve"] = curve
-        if hasattr(adapter, "summary_extra"):   # adapter-specific notes and counters
-            summary.update(_jsonable(adapter.summary_extra()))
-        # what the collapse guard did ({} when it did not fire or was off: config.guard)
-        summary["collapse"] = _jsonable(adapter.guard.fired)
-        summary["guard"] = {"enabled": config.guard, "starting_state": _jsonable(adapter.guard.reference),
-                            "probe_tasks": min(config.guard_probe, n)}
-        summary["guard_budget"] = adapter.guard_budget.as_dict()
-        summary["diagnostics"] = _diagnostics(scorer, adapter)
+        policy = load_policy(args["model"], device=device,
+                             seed=args["seed"] if args["model"] == "deciplane/tiny" else 0)
+        adapter = ADAPTERS[args["method"]](policy, config,
+                                           progress=lambda s, n, m: report("adapt", s, n, m))
+        _start_run_dir(run_dir, args, resume)
+        run = _Run(args["method"], args["benchmark"], args["split"], args["model"], args["seed"],
+                   args["limit"], config, tasks, policy, adapter,
+                   Path(args["baseline_cache"] or run_dir / "baselines"), report,
+                   args["benchmark_args"])
+        planned = adapter.planned_samples(len(tasks))
+        base = _Baselines(votes=max(1, math.ceil(planned / len(tasks))))
+        if args["baselines"]:
+            base = _baselines_before(run, base.votes)
+        answers = adapter.run(tasks, run_dir=run_dir)     # prompts only
+        if args["baselines"] and run.fte_mode:
+            base = _baselines_after(run, base)
+        summary = _summary(run, scorer, answers, base, planned, resumes, args["baselines"])
         summary["wall_time_s"] = round(time.perf_counter() - t_start, 2)
         # CPU seconds of this process summed over its threads: on a shared machine this,
         # not the wall time, says what the run costs (the scorer's workers are excluded).
@@ -372,15 +258,219 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         scorer.close()
+    return _write_results(run_dir, summary, answers, base)
 
-    atomic_write_json(run_dir / "answers.json", {"after": answers, "before_greedy": greedy,
-                                                 "majority_vote_equal_budget": maj})
-    atomic_write_bytes(run_dir / "history.jsonl",
-                       "".join(json.dumps(h) + "\n" for h in adapter.records.history).encode())
+
+def _start_run_dir(run_dir: Path, args: dict[str, Any], resume: bool) -> None:
+    """Create the run directory once the inputs are known good; a new run records its
+    arguments and never continues an old run's state."""
+    from deciplane.engine.checkpoint import remove_checkpoints
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        atomic_write_json(run_dir / "run_args.json", args)
+        remove_checkpoints(run_dir)
+        (run_dir / LEGACY_STATE_FILE).unlink(missing_ok=True)
+
+
+def _baseline(run: _Run, label: str, cache_name: str, key: str,
+              compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One baseline's answers, from the cache or computed (with progress lines)."""
+    run.report(f"baseline: {label}", 0, 1, {})
+    # a baseline can sample for an hour: show its prompts as they are done
+    with generation_progress(lambda done, total: run.report(
+            f"baseline: {label} (prompts sampled)", done, total, {})):
+        result, cached = _cached_baseline(run.cache, cache_name, key, compute)
+    run.report(f"baseline: {label}" + (" (cached)" if cached else ""), 1, 1, {})
+    return result
+
+
+def _greedy_answers(run: _Run) -> dict[str, Any]:
+    b = Budget()
+    if run.own_answers:
+        with b.clock():
+            return {"answers": run.adapter.greedy_answers(run.tasks, b), "budget": b.as_dict()}
+    prompts = [run.adapter.format(t) for t in run.tasks]
+    with b.clock():
+        texts = generate_texts(run.policy, prompts, max_new_tokens=run.config.max_new_tokens,
+                               greedy=True, budget=b, prompts_per_batch=run.config.answer_batch)
+    return {"answers": {t.id: a or "" for t, a in zip(run.tasks, extract(texts))},
+            "budget": b.as_dict()}
+
+
+def _vote_samples(run: _Run, votes: int) -> dict[str, Any]:
+    """``votes`` samples per task: their majority vote and best-of-N by mean token log-prob
+    (the same samples as majority_answers: same call, same seeds)."""
+    b = Budget()
+    cfg = run.config
+    prompts = [run.adapter.format(t) for t in run.tasks]
+    with b.clock():
+        res = equal_compute_baselines(
+            run.policy, prompts, votes=votes, max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature, top_p=cfg.top_p, seed=run.seed + 4_242_424,
+            budget=b, prompts_per_batch=max(1, cfg.answer_batch // votes))
+    ids = [t.id for t in run.tasks]
+    return {"answers": dict(zip(ids, res["majority"])),
+            "best_of_n": dict(zip(ids, res["best_of_n"])),
+            "samples": dict(zip(ids, res["samples"])), "budget": b.as_dict()}
+
+
+def _selection_answers(run: _Run, votes: int) -> dict[str, Any]:
+    """The equal-budget selection baseline: majority vote, or the adapter's own
+    (Probe-ERPO: consensus selection)."""
+    if not run.own_answers:
+        return _vote_samples(run, votes)
+    b = Budget()
+    with b.clock():
+        answers, samples = run.adapter.selection_answers(run.tasks, votes, run.seed + 4_242_424, b)
+    return {"answers": answers, "samples": samples, "budget": b.as_dict()}
+
+
+def _baselines_before(run: _Run, votes: int) -> _Baselines:
+    """Greedy answers of the initial policy (shared by every seed and budget) and, unless
+    the budget is compute measured after the run, the equal-sample selection baseline."""
+    tag = f"-{run.method}" if run.own_answers else ""
+    g = _baseline(run, "greedy", "greedy" + tag, run.key(None, None),
+                  lambda: _greedy_answers(run))
+    base = _Baselines(votes=votes, greedy=g["answers"], greedy_budget=g["budget"])
+    base.total += Budget(**g["budget"])
+    if not run.fte_mode:
+        m = _baseline(run, "consensus selection" if run.own_answers else "majority vote",
+                      "majority" + tag, run.key(run.seed, votes),
+                      lambda: _selection_answers(run, votes))
+        base.selection, base.samples = m["answers"], m["samples"]
+        base.best_of_n = m.get("best_of_n", {})   # absent in caches written before it existed
+        base.selection_budget = m["budget"]
+        base.total += Budget(**m["budget"])
+    return base
+
+
+def _baselines_after(run: _Run, base: _Baselines) -> _Baselines:
+    """Equal compute: as many samples per task as the adapter's measured forward-token
+    equivalents buy, at the greedy baseline's cost per answer."""
+    n = len(run.tasks)
+    per_answer = max(1.0, forward_token_equivalents(base.greedy_budget) / n)
+    votes = max(1, round(forward_token_equivalents(run.adapter.budget) / (n * per_answer)))
+    m = _baseline(run, "majority vote / best-of-N (equal compute)", "majority-bon",
+                  run.key(run.seed, votes), lambda: _vote_samples(run, votes))
+    base.votes = votes
+    base.selection, base.samples, base.best_of_n = m["answers"], m["samples"], m["best_of_n"]
+    base.selection_budget = m["budget"]
+    base.total += Budget(**m["budget"])
+    return base
+
+
+def _summary(run: _Run, scorer: Any, answers: dict[str, str], base: _Baselines,
+             planned: int, resumes: int, with_baselines: bool) -> dict[str, Any]:
+    """Score everything (gold stays in the scorer process) into the run's summary."""
+    import torch
+
+    adapter, config, n = run.adapter, run.config, len(run.tasks)
+    after = scorer.score(answers)
+    summary: dict[str, Any] = {
+        "method": run.method, "benchmark": run.benchmark, "split": run.split,
+        "model": run.model, "n_tasks": n, "seed": run.seed, "limit": run.limit,
+        "device": str(run.policy.device), "torch_threads": torch.get_num_threads(),
+        "frozen_dtype": adapter.frozen_dtype,
+        "frozen_linears_cast": adapter.frozen_linears_cast,
+        "split_fingerprint": after.split_fingerprint,
+        "config": _jsonable(asdict(config)),
+        "paper_values_changed": _jsonable(config.changed_from_paper()),
+        "after": _score_dict(after),
+        "budget": adapter.budget.as_dict(),
+        "eval_budget": adapter.eval_budget.as_dict(),
+        "planned_samples": planned,
+        "forward_token_equivalents": forward_token_equivalents(adapter.budget),
+        "benchmark_args": _jsonable(run.benchmark_args),
+        "resumed": resumes,
+    }
+    variant = getattr(config, "variant", None)
+    if callable(variant):
+        summary["variant"] = variant()
+    if getattr(config, "NOTE", None):
+        summary["method_note"] = config.NOTE
+    summary["after"]["ci95"] = accuracy_interval(after.n_correct, after.count)
+    if getattr(adapter, "final_answer_tokens", None) is not None:
+        summary["mean_output_tokens"] = round(adapter.final_answer_tokens / max(n, 1), 2)
+    if hasattr(adapter, "base_weights_unchanged"):
+        summary["base_weights_sha256"] = adapter.base_sha256
+        summary["base_weights_unchanged"] = adapter.base_weights_unchanged()
+    curve = []
+    if with_baselines:
+        before = scorer.score(base.greedy)
+        curve = _baseline_summary(run, scorer, summary, after, before, base)
+    for steps, ans in adapter.records.checkpoints:
+        curve.append({"optimizer_steps": steps, "accuracy": scorer.score(ans).accuracy})
+    summary["curve"] = curve
+    if hasattr(adapter, "summary_extra"):   # adapter-specific notes and counters
+        summary.update(_jsonable(adapter.summary_extra()))
+    # what the collapse guard did ({} when it did not fire or was off: config.guard)
+    summary["collapse"] = _jsonable(adapter.guard.fired)
+    summary["guard"] = {"enabled": config.guard,
+                        "starting_state": _jsonable(adapter.guard.reference),
+                        "probe_tasks": min(config.guard_probe, n)}
+    summary["guard_budget"] = adapter.guard_budget.as_dict()
+    summary["diagnostics"] = _diagnostics(scorer, adapter)
+    return summary
+
+
+def _baseline_summary(run: _Run, scorer: Any, summary: dict[str, Any], after: Any,
+                      before: Any, base: _Baselines) -> list[dict[str, Any]]:
+    """The baselines' scores and the paired comparisons into ``summary``; returns the
+    curve's starting point (greedy answers before any step)."""
+    adapter, n, votes = run.adapter, len(run.tasks), base.votes
+    sel_name = run.selection_name
+    majority = scorer.score(base.selection)
+    sampled = scorer.sample_accuracy(base.samples)
+    m_budget = base.selection_budget
+    summary["before"] = _score_dict(before)
+    summary["baselines"] = {
+        "no_adaptation_greedy": {**_score_dict(before),
+                                 "ci95": accuracy_interval(before.n_correct, before.count),
+                                 "mean_output_tokens": round(
+                                     base.greedy_budget["generated_tokens"] / max(n, 1), 2)},
+        "no_adaptation_sampled": {"accuracy": sampled.mean, "pass_any": sampled.pass_any,
+                                  "samples_per_task": votes,
+                                  "note": "sampled pass@1 averaged over the samples of " + sel_name},
+        sel_name: {**_score_dict(majority), "votes_per_task": votes,
+                   "ci95": accuracy_interval(majority.n_correct, majority.count),
+                   "samples": votes * n,
+                   "adapter_samples": adapter.budget.samples,
+                   "budget_unit": "forward_token_equivalents" if run.fte_mode else "samples",
+                   "forward_token_equivalents": forward_token_equivalents(m_budget),
+                   "mean_output_tokens_per_sample": round(
+                       m_budget["generated_tokens"] / max(m_budget["samples"], 1), 2)},
+    }
+    paired = {"no_adaptation_greedy": paired_vs(after.correct, before.correct),
+              sel_name: paired_vs(after.correct, majority.correct)}
+    if base.best_of_n:
+        best = scorer.score(base.best_of_n)
+        summary["baselines"]["best_of_n_equal_budget"] = {
+            **_score_dict(best), "n_per_task": votes,
+            "ci95": accuracy_interval(best.n_correct, best.count),
+            "selection": "highest mean token log-prob of the sample (no gold)",
+            "note": "the same samples as majority_vote_equal_budget"}
+        paired["best_of_n_equal_budget"] = paired_vs(after.correct, best.correct)
+    summary["paired_vs_baselines"] = paired
+    summary["baseline_budget"] = base.total.as_dict()
+    if run.config.final_answer == "greedy":
+        return [{"optimizer_steps": 0, "accuracy": before.accuracy}]
+    return []
+
+
+def _write_results(run_dir: Path, summary: dict[str, Any], answers: dict[str, str],
+                   base: _Baselines) -> dict[str, Any]:
+    """answers.json, the plot and summary.json; a finished run keeps its results, not its
+    state (the checkpoints are removed)."""
+    from deciplane.engine.checkpoint import remove_checkpoints
+
+    atomic_write_json(run_dir / "answers.json", {"after": answers, "before_greedy": base.greedy,
+                                                 "majority_vote_equal_budget": base.selection})
     summary["plot"] = plot_curve(summary, run_dir / "accuracy_vs_steps.png")
     summary["run_dir"] = str(run_dir)
     atomic_write_json(run_dir / "summary.json", summary)
-    state_path.unlink(missing_ok=True)   # finished: the summary and answers are the result
+    remove_checkpoints(run_dir)
+    (run_dir / LEGACY_STATE_FILE).unlink(missing_ok=True)
     return summary
 
 

@@ -51,6 +51,7 @@ from torch import nn
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
+from deciplane.options import option
 from deciplane.objectives.tasco import (mean_entropy, random_perturbation, sam_perturbation,
                                         tasco_loss)
 from deciplane.engine.budget import Budget
@@ -160,25 +161,25 @@ class TASCOConfig(AdaptConfig):
     """TASCO options (paper-inspired; every default is ours). ``finetune``, ``lora_rank``
     and ``lora_alpha`` do not apply: only the prefix is trained."""
 
-    num_virtual_tokens: int = 8
+    num_virtual_tokens: int = option(8, ge=1)
     """m: virtual key/value tokens of the prefix (per layer)."""
     prefix_init: Literal["text", "random"] = "text"
     """`text`: the prefix starts as the base model's keys/values of `prefix_init_text` (so it first acts as that context); `random`: N(0, prefix_init_std^2)."""
     prefix_init_text: str = "Solve the problem and give the final answer as a number."
     """Text whose first m tokens initialise the prefix (prefix_init=text; repeated if shorter)."""
-    prefix_init_std: float = 0.02
+    prefix_init_std: float = option(0.02, ge=0)
     """Std of the random initialisation (prefix_init=random)."""
-    mu: float = 1.0
+    mu: float = option(1.0, ge=0)
     """Weight of the instability KL (0 = confidence only: entropy minimisation, no perturbed forwards)."""
     perturbation: Literal["random", "sam"] = "random"
     """`random`: Gaussian noise on the prefix, averaged over n_draws; `sam`: one worst-case step of radius rho along the normalised entropy gradient."""
-    sigma: float = 0.05
+    sigma: float = option(0.05, ge=0)
     """Std of the random perturbation of the prefix parameters."""
-    n_draws: int = 2
+    n_draws: int = option(2, ge=1)
     """Random perturbation draws averaged per step (sam uses one)."""
-    rho: float = 0.5
+    rho: float = option(0.5, ge=0)
     """Radius of the SAM perturbation (global L2 norm over the prefix)."""
-    samples: int = 2
+    samples: int = option(2, ge=1)
     """Answers sampled per prompt per step to define the answer positions."""
     lr: float = 1e-2
     """AdamW learning rate of the prefix."""
@@ -191,14 +192,7 @@ class TASCOConfig(AdaptConfig):
                            "SAM direction (entropy gradient) are ours")
 
     def validate(self) -> None:
-        super().validate()
-        name = "TASCOConfig"
-        for f in ("num_virtual_tokens", "n_draws", "samples"):
-            if getattr(self, f) < 1:
-                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 1")
-        for f in ("mu", "sigma", "rho", "prefix_init_std"):
-            if getattr(self, f) < 0:
-                raise ConfigError(f"{name}.{f} = {getattr(self, f)} must be >= 0")
+        super().validate()   # ranges: declared on the fields
 
     def variant(self) -> str:
         """The run's label: ``confidence-only`` when mu = 0, else the perturbation."""
@@ -410,8 +404,8 @@ class TASCO(BaseAdapter):
         """True iff the base model's weights hash as before adaptation."""
         return weights_sha256(self.policy.model, skip="prompt_encoder") == self.base_sha256
 
-    def run(self, tasks: list[UnlabeledTask], state_path=None) -> dict[str, str]:
-        out = super().run(tasks, state_path)
+    def run(self, tasks: list[UnlabeledTask], run_dir=None) -> dict[str, str]:
+        out = super().run(tasks, run_dir)
         if not self.base_weights_unchanged():   # pragma: no cover - would be a bug
             raise RuntimeError("TASCO changed the base model's weights; only the prefix may train")
         return out

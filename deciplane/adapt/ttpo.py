@@ -38,6 +38,7 @@ import torch
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
+from deciplane.options import option
 from deciplane.engine.generation import sample_groups
 from deciplane.engine.logprobs import forward_responses
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, is_step_metric, optimizer_step
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 class TTPOConfig(AdaptConfig):
     """TTPO options. Defaults are CPU-sized; ``TTPOConfig.paper()`` gives the paper's."""
 
-    votes: int = 8
+    votes: int = option(8, ge=2)
     """K: responses sampled per prompt for the vote (paper: 64); named as TTRL's N."""
     train_samples: int = 4
     """K_train: samples per prompt trained on, balanced P/N when possible (paper: 8)."""
@@ -64,7 +65,7 @@ class TTPOConfig(AdaptConfig):
     """Teacher of the agree branch: the current policy (no grad) or the frozen initial policy (LoRA adapters off)."""
     hint_template: str = "answer: {answer}"
     """What the teacher sees appended to the prompt ([x; "answer: a_hat"])."""
-    support_top_p: float | None = 0.9
+    support_top_p: float | None = option(0.9, gt=0, le=1)
     """Agree branch (ours; `null` = the paper's full-vocabulary KL): the teacher is restricted to the student's own top-p tokens at each position and renormalised, so the hint can reweight what the student would say but not make it open with the answer (docs/methods.md §5.2)."""
     branches: Literal["both", "agree", "disagree"] = "both"
     """Which branches train (an ablation switch, ours): `agree` = self-distillation only, `disagree` = the RL on confident errors only; `both` is TTPO."""
@@ -75,8 +76,6 @@ class TTPOConfig(AdaptConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.votes < 2:
-            raise ConfigError(f"TTPOConfig.votes = {self.votes} must be >= 2 (a vote needs samples)")
         if not 1 <= self.train_samples <= self.votes:
             raise ConfigError(f"TTPOConfig.train_samples = {self.train_samples} must be in "
                               f"[1, votes={self.votes}]")
@@ -84,9 +83,6 @@ class TTPOConfig(AdaptConfig):
             raise ConfigError("TTPOConfig.hint_template must contain '{answer}' (where the "
                               "majority answer goes), e.g. 'answer: {answer}'")
         TTPOLossConfig(lam=self.lam, entropy_clip_quantile=self.entropy_clip_quantile)
-        if self.support_top_p is not None and not 0 < self.support_top_p <= 1:
-            raise ConfigError(f"TTPOConfig.support_top_p = {self.support_top_p} must be in "
-                              "(0, 1], or null for the full-vocabulary KL")
 
 
 def balanced_selection(agree: Sequence[bool], k: int) -> list[int]:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
+from deciplane.options import option
 from deciplane.engine.generation import sample_groups
 from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.types import UnlabeledTask
@@ -36,13 +37,13 @@ log = logging.getLogger(__name__)
 class TTRLConfig(AdaptConfig):
     """TTRL options. Defaults are CPU-sized; ``TTRLConfig.paper()`` gives the paper's."""
 
-    votes: int = 8
+    votes: int = option(8, ge=1)
     """N: responses sampled per prompt for the majority vote (paper: 64)."""
     train_samples: int = 4
     """k: the first k of the N samples are trained on (paper: 32)."""
-    clip_eps: float = 0.2
+    clip_eps: float = option(0.2, ge=0, lt=1)
     """PPO/GRPO ratio clip (paper: 0.2)."""
-    kl_coef: float = 0.001
+    kl_coef: float = option(0.001, ge=0)
     """k3 KL coefficient to the initial model (paper: 0.001)."""
     aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
     """Loss aggregation (paper: token_mean)."""
@@ -55,15 +56,9 @@ class TTRLConfig(AdaptConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.votes < 1:
-            raise ConfigError(f"TTRLConfig.votes = {self.votes} must be >= 1")
         if not 1 <= self.train_samples <= self.votes:
             raise ConfigError(f"TTRLConfig.train_samples = {self.train_samples} must be in "
                               f"[1, votes={self.votes}] (it trains on the first k of the N votes)")
-        if not 0 <= self.clip_eps < 1:
-            raise ConfigError(f"TTRLConfig.clip_eps = {self.clip_eps} must be in [0, 1)")
-        if self.kl_coef < 0:
-            raise ConfigError(f"TTRLConfig.kl_coef = {self.kl_coef} must be >= 0")
         if self.advantage == "rloo" and self.train_samples < 2:
             raise ConfigError("advantage='rloo' needs train_samples >= 2 (leave-one-out baseline)")
 

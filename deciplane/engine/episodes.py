@@ -246,5 +246,42 @@ def collect_text_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Se
     return _episodes(vec, reset_seeds, group_size, max_steps, act, "g", seed)
 
 
+# ---------------------------------------------------------------------------------------
+# the one summary of an evaluation's episodes
+# ---------------------------------------------------------------------------------------
+
+
+def summarize_episodes(seeds: Sequence[int], eps: Sequence[dict[str, Any]],
+                       fingerprint: str | None = None) -> dict[str, Any]:
+    """An evaluation's metrics from its episodes (``won``, ``steps``, ``return``,
+    ``invalid`` each), in seed order; ``seeds`` are cut to the episodes given."""
+    from deciplane.stats import wilson_interval
+
+    seeds = list(seeds)[:len(eps)]
+    wins = [int(e["won"]) for e in eps]
+    steps = [int(e["steps"]) for e in eps]
+    n = max(1, len(eps))
+    env_steps, won = sum(steps), sum(wins)
+    lo, hi = wilson_interval(won, len(eps))
+    out: dict[str, Any] = {
+        "success_rate": won / n, "success_ci95": [lo, hi], "won": won, "episodes": len(eps),
+        "mean_return": sum(float(e["return"]) for e in eps) / n, "mean_steps": env_steps / n,
+        "invalid_rate": sum(int(e["invalid"]) for e in eps) / max(1, env_steps),
+        "env_steps": env_steps, "episode_seeds": seeds, "episode_wins": wins,
+        "episode_steps": steps, "episode_returns": [float(e["return"]) for e in eps],
+        "episode_invalid": [int(e["invalid"]) for e in eps]}
+    if fingerprint is not None:
+        out["split_fingerprint"] = fingerprint
+    return out
+
+
+def episodes_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-episode records of an evaluation result (inverse of
+    :func:`summarize_episodes`)."""
+    return [{"won": w, "steps": s, "return": r, "invalid": i} for w, s, r, i in
+            zip(result["episode_wins"], result["episode_steps"], result["episode_returns"],
+                result["episode_invalid"])]
+
+
 __all__ = ["RolloutStats", "collect_expert_episodes", "collect_menu_episodes",
-           "collect_text_episodes", "make_vector_env"]
+           "collect_text_episodes", "episodes_of", "make_vector_env", "summarize_episodes"]

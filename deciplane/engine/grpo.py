@@ -33,7 +33,7 @@ from deciplane.engine.logprobs import forward_responses, pad_responses
 from deciplane.engine.trunk import TrunkStates, trunk_boundary
 from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, is_step_metric,
                                     micro_batches, minibatches, optimizer_step)
-from deciplane.errors import ConfigError
+from deciplane.options import check_options, option
 from deciplane.objectives import (AdvantageConfig, PolicyLossConfig, compute_advantages,
                                   degenerate_groups, group_ids_from_keys, policy_loss)
 from deciplane.objectives.policy_loss import aggregation_weights
@@ -61,15 +61,15 @@ class GRPOConfig:
     """Coefficient of the KL penalty to the frozen reference (initial policy)."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     """Per-token KL estimator."""
-    temperature: float = 1.0
+    temperature: float = option(1.0, gt=0)
     """Logits are divided by this (use the sampling temperature)."""
-    epochs: int = 1
+    epochs: int = option(1, ge=1)
     """Passes over each rollout batch."""
-    minibatches: int = 1
+    minibatches: int = option(1, ge=1)
     """Optimizer steps per epoch (the batch is split in this many parts)."""
-    micro_batch_size: int = 8
+    micro_batch_size: int = option(8, ge=1)
     """Sequences per forward pass (gradients accumulate across micro-batches)."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = option(1.0, ge=0)
     """Global gradient-norm clip (0 = off)."""
     old_logprobs: Literal["auto", "recompute", "sampler"] = "auto"
     """Where ``log pi_old`` comes from. ``recompute``: a no-grad forward before the
@@ -97,13 +97,8 @@ class GRPOConfig:
 
 
 def validate_grpo(cfg: GRPOConfig) -> None:
-    for name in ("epochs", "minibatches", "micro_batch_size"):
-        if getattr(cfg, name) < 1:
-            raise ConfigError(f"GRPOConfig.{name} = {getattr(cfg, name)} must be >= 1")
-    if cfg.temperature <= 0:
-        raise ConfigError(f"GRPOConfig.temperature = {cfg.temperature} must be > 0")
-    if cfg.max_grad_norm < 0:
-        raise ConfigError(f"GRPOConfig.max_grad_norm = {cfg.max_grad_norm} must be >= 0 (0 = off)")
+    """The declared ranges and choices, then the loss's and the estimator's own rules."""
+    check_options(cfg, "GRPOConfig.")
     cfg.loss_config()  # validates clip/aggregation/kl (raises ConfigError)
     AdvantageConfig(estimator=cfg.advantage)
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from deciplane.engine.episodes import summarize_episodes
 from deciplane.evaluation.agents import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
 from deciplane.stats import PairedComparison, paired_difference, wilson_interval
@@ -180,17 +181,14 @@ class EvalReport:
 
 
 def summarize(results: Sequence[EpisodeResult]) -> dict[str, float]:
-    """Success rate, mean steps, mean return and invalid-action rate of ``results``."""
-    if not results:
-        return {"success_rate": 0.0, "mean_steps": 0.0, "mean_return": 0.0,
-                "invalid_action_rate": 0.0}
-    steps = sum(r.steps for r in results)
-    return {
-        "success_rate": sum(r.won for r in results) / len(results),
-        "mean_steps": steps / len(results),
-        "mean_return": sum(r.ret for r in results) / len(results),
-        "invalid_action_rate": sum(r.invalid_actions for r in results) / max(steps, 1),
-    }
+    """Success rate, mean steps, mean return and invalid-action rate of ``results`` (the
+    one summary of episodes, :func:`deciplane.engine.episodes.summarize_episodes`, under
+    the report's field names)."""
+    s = summarize_episodes([r.seed for r in results],
+                           [{"won": r.won, "steps": r.steps, "return": r.ret,
+                             "invalid": r.invalid_actions} for r in results])
+    return {"success_rate": s["success_rate"], "mean_steps": s["mean_steps"],
+            "mean_return": s["mean_return"], "invalid_action_rate": s["invalid_rate"]}
 
 
 class _Episode:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from deciplane.errors import DeciplaneError
-from deciplane.trainers.logger import read_metrics
+from deciplane.engine.logger import read_metrics
 
 # figure name -> metric-name prefixes it shows
 _FIGURES = {

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from deciplane.errors import CheckpointError, ConfigError
-from deciplane.trainers.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
+from deciplane.engine.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
 
 CONFIG_FILE = "config.yaml"
 ENV_ALGORITHMS = ("rlid_ppo", "text_ppo")
@@ -140,7 +140,7 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
     """
     import torch
 
-    from deciplane.trainers.checkpoint import load_trainable_state
+    from deciplane.engine.checkpoint import load_trainable_state
     from deciplane.trainers.run import build_policy
 
     run = Path(run_dir)

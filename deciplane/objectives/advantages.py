@@ -25,8 +25,9 @@ from typing import Callable, Literal
 import torch
 
 from deciplane.errors import ConfigError, ObjectiveInputError
+from deciplane.options import check_options, option
 
-from .common import (_check_ids, check_choice, check_dim, check_range, dense_ids,
+from .common import (_check_ids, check_dim, dense_ids,
                      group_stats, segment_sum)
 
 AdvantageEstimator = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"]
@@ -106,12 +107,11 @@ class AdvantageConfig:
 
     estimator: AdvantageEstimator = "grpo"
     """``grpo`` | ``dr_grpo`` | ``rloo`` | ``reinforce_pp`` (see module docstring)."""
-    eps: float = 1e-6
+    eps: float = option(1e-6, ge=0)
     """Added to the std before dividing (grpo, reinforce_pp)."""
 
     def __post_init__(self) -> None:
-        check_choice("AdvantageConfig", "estimator", self.estimator, AdvantageEstimator)
-        check_range("AdvantageConfig", "eps", self.eps, low=0.0)
+        check_options(self, "AdvantageConfig.")
 
 
 def compute_advantages(cfg: AdvantageConfig, rewards: torch.Tensor,

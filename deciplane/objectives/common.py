@@ -11,7 +11,6 @@ Conventions used by every objective module:
 
 from __future__ import annotations
 
-import math
 import typing
 from typing import Any, Hashable, Iterable
 
@@ -32,24 +31,6 @@ def check_choice(owner: str, name: str, value: Any, literal_type: Any) -> None:
             f"{owner}.{name}={value!r} is not allowed; choose one of "
             f"{', '.join(repr(a) for a in allowed)}"
         )
-
-
-def check_range(owner: str, name: str, value: float, *, low: float | None = None,
-                high: float | None = None, low_inclusive: bool = True,
-                high_inclusive: bool = True) -> None:
-    """Raise ConfigError unless ``low <= value <= high`` (bounds optional / exclusive)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value >= low if low_inclusive else value > low
-    if ok and high is not None:
-        ok = value <= high if high_inclusive else value < high
-    if not ok:
-        lo = "-inf" if low is None else f"{low}"
-        hi = "inf" if high is None else f"{high}"
-        lb = "[" if low_inclusive and low is not None else "("
-        hb = "]" if high_inclusive and high is not None else ")"
-        raise ConfigError(f"{owner}.{name}={value!r} is out of range; pass a number in "
-                          f"{lb}{lo}, {hi}{hb}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,10 +28,11 @@ from typing import Iterable, Literal
 import torch
 
 from deciplane.errors import ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import check_choice, check_range
+from .common import check_choice
 
 Protected = Literal["task", "teacher"]
 CordMode = Literal["conflict", "always"]
@@ -101,7 +102,7 @@ def cord_stats(g_task: torch.Tensor, g_teacher: torch.Tensor, lam: float) -> dic
 class CORDLossConfig:
     """CORD settings."""
 
-    lam: float = 1.0
+    lam: float = option(1.0, ge=0)
     """Weight ``lambda`` of the distillation objective (0 = task RL only)."""
     protected: Protected = "task"
     """Objective whose gradient is never modified: ``task`` | ``teacher``."""
@@ -109,9 +110,7 @@ class CORDLossConfig:
     """``conflict`` (project only on negative inner product) | ``always``."""
 
     def __post_init__(self) -> None:
-        check_range("CORDLossConfig", "lam", self.lam, low=0.0)
-        check_choice("CORDLossConfig", "protected", self.protected, Protected)
-        check_choice("CORDLossConfig", "mode", self.mode, CordMode)
+        check_options(self, "CORDLossConfig.")
 
 
 class CordGradBuffers:

@@ -25,10 +25,11 @@ from typing import Hashable, Literal, Sequence
 import torch
 
 from deciplane.errors import ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import (as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
+from .common import (as_bool_mask, check_choice, check_dim, check_same_shape,
                      masked_mean)
 from .policy_loss import LossOutput, clipped_surrogate, token_mean
 
@@ -87,29 +88,23 @@ def entropy_ceiling(entropy: torch.Tensor, mask: torch.Tensor, alpha: float,
 class ERPOLossConfig:
     """Probe-ERPO loss settings — paper-inspired, every default is ours."""
 
-    fraction: float = 0.5
+    fraction: float = option(0.5, ge=0, le=1)
     """Candidates below this PCR quantile get a negative advantage (0.5 = below median)."""
     advantage: AdvantageForm = "constant"
     """``constant`` (-1) | ``margin`` (``PCR_i - threshold``)."""
     reinforce_top: bool = False
     """Also give the largest cluster a positive advantage (hackable; off by default)."""
-    eps_low: float = 0.2
+    eps_low: float = option(0.2, ge=0, le=1)
     """PPO clip, lower (``1 - eps_low``)."""
-    eps_high: float = 0.2
+    eps_high: float = option(0.2, ge=0)
     """PPO clip, upper (``1 + eps_high``)."""
-    alpha: float = 1.0
+    alpha: float = option(1.0, ge=0)
     """Weight of the entropy ceiling."""
-    h_max: float = 1.0
+    h_max: float = option(1.0, ge=0)
     """Entropy ceiling (nats, mean over tokens)."""
 
     def __post_init__(self) -> None:
-        o = "ERPOLossConfig"
-        check_range(o, "fraction", self.fraction, low=0.0, high=1.0)
-        check_choice(o, "advantage", self.advantage, AdvantageForm)
-        check_range(o, "eps_low", self.eps_low, low=0.0, high=1.0)
-        check_range(o, "eps_high", self.eps_high, low=0.0)
-        check_range(o, "alpha", self.alpha, low=0.0)
-        check_range(o, "h_max", self.h_max, low=0.0)
+        check_options(self, "ERPOLossConfig.")
 
 
 def erpo_loss(cfg: ERPOLossConfig, logp: torch.Tensor, old_logp: torch.Tensor | None,

@@ -24,8 +24,9 @@ from typing import Callable, Literal, Sequence
 import torch
 
 from deciplane.errors import ConfigError, ObjectiveInputError
+from deciplane.options import check_options, option
 
-from .common import (as_bool_mask, check_choice, check_dim, check_range, check_same_shape,
+from .common import (as_bool_mask, check_choice, check_dim, check_same_shape,
                      masked_mean, masked_sum, per_sample)
 
 Aggregation = Literal["token_mean", "seq_mean", "seq_sum_const"]
@@ -203,9 +204,9 @@ KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] =
 class PolicyLossConfig:
     """Clipped policy-gradient loss with an optional KL penalty to a frozen reference."""
 
-    eps_low: float = 0.2
+    eps_low: float = option(0.2, ge=0, le=1)
     """Lower clip: ratios below ``1 - eps_low`` are clipped (for A < 0)."""
-    eps_high: float | None = None
+    eps_high: float | None = option(None, ge=0)
     """Upper clip ``1 + eps_high``; ``None`` = symmetric (``eps_low``). DAPO clip-higher: 0.28."""
     ratio: RatioLevel = "token"
     """``token`` (PPO/GRPO) or ``sequence`` (GSPO: length-normalised sequence ratio; the
@@ -214,20 +215,13 @@ class PolicyLossConfig:
     """``token_mean`` (DAPO) | ``seq_mean`` (GRPO/GSPO) | ``seq_sum_const`` (Dr. GRPO)."""
     max_len: int | None = None
     """Constant divisor of ``seq_sum_const`` (the generation limit)."""
-    kl_beta: float = 0.0
+    kl_beta: float = option(0.0, ge=0)
     """Coefficient of the KL penalty to the reference policy (0 = no reference needed)."""
     kl_estimator: KLEstimator = "k3"
     """Per-token KL estimator: ``k1`` | ``k2`` | ``k3``."""
 
     def __post_init__(self) -> None:
-        o = "PolicyLossConfig"
-        check_range(o, "eps_low", self.eps_low, low=0.0, high=1.0)
-        if self.eps_high is not None:
-            check_range(o, "eps_high", self.eps_high, low=0.0)
-        check_choice(o, "ratio", self.ratio, RatioLevel)
-        check_choice(o, "aggregation", self.aggregation, Aggregation)
-        check_choice(o, "kl_estimator", self.kl_estimator, KLEstimator)
-        check_range(o, "kl_beta", self.kl_beta, low=0.0)
+        check_options(self, "PolicyLossConfig.")
         if self.aggregation == "seq_sum_const" and (self.max_len is None or self.max_len <= 0):
             raise ConfigError("PolicyLossConfig.aggregation='seq_sum_const' needs max_len > 0 "
                               "(the generation limit); set max_len=...")

@@ -29,11 +29,11 @@ from typing import Literal
 import torch
 
 from deciplane.errors import ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import (_check_ids, as_bool_mask, check_choice, check_dim, check_range,
-                     check_same_shape, dense_ids, segment_sum)
+from .common import (_check_ids, as_bool_mask, check_dim, check_same_shape, dense_ids, segment_sum)
 from .policy_loss import LossOutput, clipped_surrogate
 
 BiasControl = Literal["none", "menu_kl", "entropy"]
@@ -181,31 +181,24 @@ BIAS_TERMS = {
 class RLiDLossConfig:
     """PPO on menu decisions with length-balanced weights and one bias control."""
 
-    eps_low: float = 0.2
+    eps_low: float = option(0.2, ge=0, le=1)
     """PPO clip (lower bound ``1 - eps_low``)."""
-    eps_high: float | None = None
+    eps_high: float | None = option(None, ge=0)
     """Upper clip ``1 + eps_high``; ``None`` = symmetric."""
     length_balance: bool = True
     """Weight decision ``i`` of episode ``e`` by ``Lbar / L_e`` (else all weights 1)."""
     bias_control: BiasControl = "menu_kl"
     """``menu_kl`` (marginal KL to uniform per menu) | ``entropy`` (per-decision bonus) |
     ``none``. Exactly one, never mixed."""
-    beta_menu: float = 0.01
+    beta_menu: float = option(0.01, ge=0)
     """Coefficient of ``KL(U || pbar)`` when ``bias_control='menu_kl'`` (ours)."""
-    entropy_coef: float = 0.01
+    entropy_coef: float = option(0.01, ge=0)
     """Coefficient of the entropy bonus when ``bias_control='entropy'`` (ours)."""
-    min_group_size: int = 1
+    min_group_size: int = option(1, ge=1)
     """Menu groups with fewer decisions are left out of ``menu_kl``."""
 
     def __post_init__(self) -> None:
-        o = "RLiDLossConfig"
-        check_range(o, "eps_low", self.eps_low, low=0.0, high=1.0)
-        if self.eps_high is not None:
-            check_range(o, "eps_high", self.eps_high, low=0.0)
-        check_choice(o, "bias_control", self.bias_control, BiasControl)
-        check_range(o, "beta_menu", self.beta_menu, low=0.0)
-        check_range(o, "entropy_coef", self.entropy_coef, low=0.0)
-        check_range(o, "min_group_size", self.min_group_size, low=1)
+        check_options(self, "RLiDLossConfig.")
 
 
 def rlid_loss(cfg: RLiDLossConfig, log_probs: torch.Tensor, actions: torch.Tensor,

@@ -20,10 +20,11 @@ from typing import Literal, Sequence
 import torch
 
 from deciplane.errors import ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import (as_bool_mask, check_choice, check_range, entropy_from_logits,
+from .common import (as_bool_mask, entropy_from_logits,
                      kl_from_logits, masked_mean)
 from .policy_loss import LossOutput
 
@@ -98,24 +99,19 @@ def sam_perturbation(grads: Sequence[torch.Tensor | None], rho: float) -> list[t
 class TASCOLossConfig:
     """TASCO loss settings — paper-inspired, every default is ours."""
 
-    mu: float = 1.0
+    mu: float = option(1.0, ge=0)
     """Weight of the consistency KL."""
     perturbation: Perturbation = "random"
     """``random`` (Gaussian on the prefix) | ``sam`` (sharpness-aware, one draw)."""
-    sigma: float = 0.01
+    sigma: float = option(0.01, ge=0)
     """Std of the random perturbation."""
-    n_draws: int = 2
+    n_draws: int = option(2, ge=1)
     """Number of random draws averaged (``sam`` uses 1)."""
-    rho: float = 0.05
+    rho: float = option(0.05, ge=0)
     """Radius of the SAM perturbation."""
 
     def __post_init__(self) -> None:
-        o = "TASCOLossConfig"
-        check_range(o, "mu", self.mu, low=0.0)
-        check_choice(o, "perturbation", self.perturbation, Perturbation)
-        check_range(o, "sigma", self.sigma, low=0.0)
-        check_range(o, "n_draws", self.n_draws, low=1)
-        check_range(o, "rho", self.rho, low=0.0)
+        check_options(self, "TASCOLossConfig.")
 
 
 __getattr__ = renamed_names(__name__)

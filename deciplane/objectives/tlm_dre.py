@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import torch
 
 from deciplane.errors import ConfigError, MissingTurnIds, ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import check_dim, check_range, check_same_shape, masked_mean, segment_sum
+from .common import check_dim, check_same_shape, masked_mean, segment_sum
 from .policy_loss import LossOutput, clipped_surrogate
 
 
@@ -151,37 +152,32 @@ def turn_mean_aggregate(token_loss: torch.Tensor, turn_ids: torch.Tensor) -> tor
 class TLMDRELossConfig:
     """TLM-DRE settings — paper-inspired, every default here is ours."""
 
-    tau: float = 1.0
+    tau: float = option(1.0, gt=0)
     """Softmax temperature of the turn weights (smaller = sharper)."""
-    s_min: float = 0.5
+    s_min: float = option(0.5, gt=0)
     """Lower clamp of a turn weight (> 0)."""
     s_max: float = 2.0
     """Upper clamp of a turn weight."""
-    alpha_pos: float = 1.0
+    alpha_pos: float = option(1.0, ge=0)
     """Exponent of the turn weight for trajectories with A >= 0 (0 = no weighting)."""
-    alpha_neg: float = 0.5
+    alpha_neg: float = option(0.5, ge=0)
     """Exponent of the turn weight for trajectories with A < 0 (0.5 since 0.2: the value the
     shipped config ``text_ppo_tlm_dre.yaml`` and the trainer always used; 0.1's loss
     default was 1.0)."""
-    eps_low_pos: float = 0.2
+    eps_low_pos: float = option(0.2, ge=0, le=1)
     """Lower clip for A >= 0."""
-    eps_high_pos: float = 0.28
+    eps_high_pos: float = option(0.28, ge=0)
     """Upper clip for A >= 0."""
-    eps_low_neg: float = 0.2
+    eps_low_neg: float = option(0.2, ge=0, le=1)
     """Lower clip for A < 0."""
-    eps_high_neg: float = 0.2
+    eps_high_neg: float = option(0.2, ge=0)
     """Upper clip for A < 0."""
 
     def __post_init__(self) -> None:
-        o = "TLMDRELossConfig"
-        check_range(o, "tau", self.tau, low=0.0, low_inclusive=False)
-        check_range(o, "s_min", self.s_min, low=0.0, low_inclusive=False)
+        check_options(self, "TLMDRELossConfig.")
         if self.s_max < self.s_min:
-            raise ConfigError(f"{o}: s_min ({self.s_min}) must be <= s_max ({self.s_max})")
-        for name in ("alpha_pos", "alpha_neg", "eps_high_pos", "eps_high_neg"):
-            check_range(o, name, getattr(self, name), low=0.0)
-        for name in ("eps_low_pos", "eps_low_neg"):
-            check_range(o, name, getattr(self, name), low=0.0, high=1.0)
+            raise ConfigError(f"TLMDRELossConfig: s_min ({self.s_min}) must be <= s_max "
+                              f"({self.s_max})")
 
 
 def tlm_dre_loss(cfg: TLMDRELossConfig, logp: torch.Tensor, old_logp: torch.Tensor,

@@ -32,10 +32,11 @@ from typing import Sequence
 import torch
 
 from deciplane.errors import ObjectiveInputError
+from deciplane.options import check_options, option
 
 from deciplane._moved import renamed_names
 
-from .common import (as_bool_mask, check_dim, check_range, check_same_shape,
+from .common import (as_bool_mask, check_dim, check_same_shape,
                      masked_mean, masked_minmax_normalize, masked_quantile, masked_sum)
 from .policy_loss import LossOutput
 
@@ -173,15 +174,13 @@ class TTPOLossConfig:
     :class:`deciplane.adapt.TTPOConfig`; this is the loss's (0.1 called it ``TTPOConfig``
     too — that name still imports from here, with a DeprecationWarning)."""
 
-    lam: float = 0.1
+    lam: float = option(0.1, ge=0)
     """Weight ``lambda`` of the disagree-branch loss ``L_N``."""
-    entropy_clip_quantile: float = 0.98
+    entropy_clip_quantile: float = option(0.98, ge=0, le=1)
     """Quantile at which the student entropy is clipped before normalisation."""
 
     def __post_init__(self) -> None:
-        check_range("TTPOLossConfig", "lam", self.lam, low=0.0)
-        check_range("TTPOLossConfig", "entropy_clip_quantile", self.entropy_clip_quantile,
-                    low=0.0, high=1.0)
+        check_options(self, "TTPOLossConfig.")
 
 
 def ttpo_loss(cfg: TTPOLossConfig, kl: torch.Tensor, entropy: torch.Tensor, logp: torch.Tensor,

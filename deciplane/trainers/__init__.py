@@ -19,8 +19,8 @@ summary["eval"]["test"]["success_rate"]
 * :mod:`~deciplane.trainers.run` — the table of algorithms and :func:`run_training`;
   :mod:`~deciplane.trainers.critic` — the value head of ``advantage: gae``;
 * :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.env_suite` — grouped episodes
-  over ``gymnasium.vector`` envs; :mod:`~deciplane.trainers.checkpoint`,
-  :mod:`~deciplane.trainers.logger`, :mod:`~deciplane.evaluation.report`.
+  over ``gymnasium.vector`` envs; :mod:`~deciplane.engine.checkpoint`,
+  :mod:`~deciplane.engine.logger`, :mod:`~deciplane.evaluation.report`.
 
 Heavy modules load lazily: importing this package costs nothing until a name is used.
 """

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import torch
 
+from deciplane.engine.episodes import episodes_of, summarize_episodes
 from deciplane.utils import atomic_write_json, deciplane_home
 
 CODE_DIRS = ("agents", "envs", "sandbox", "benchmarks", "engine/episodes.py",
@@ -121,38 +122,6 @@ def store_baseline(key: str, result: dict[str, Any], wall_s: float, **meta: Any)
                       {"result": result, "s_per_episode": wall_s / n, "wall_s": wall_s, **meta})
 
 
-def summarize_episodes(seeds: Sequence[int], eps: Sequence[dict[str, Any]],
-                       fingerprint: str | None = None) -> dict[str, Any]:
-    """An evaluation's metrics from its episodes (``won``, ``steps``, ``return``,
-    ``invalid`` each), in seed order; ``seeds`` are cut to the episodes given."""
-    from deciplane.stats import wilson_interval
-
-    seeds = list(seeds)[:len(eps)]
-    wins = [int(e["won"]) for e in eps]
-    steps = [int(e["steps"]) for e in eps]
-    n = max(1, len(eps))
-    env_steps, won = sum(steps), sum(wins)
-    lo, hi = wilson_interval(won, len(eps))
-    out: dict[str, Any] = {
-        "success_rate": won / n, "success_ci95": [lo, hi], "won": won, "episodes": len(eps),
-        "mean_return": sum(float(e["return"]) for e in eps) / n, "mean_steps": env_steps / n,
-        "invalid_rate": sum(int(e["invalid"]) for e in eps) / max(1, env_steps),
-        "env_steps": env_steps, "episode_seeds": seeds, "episode_wins": wins,
-        "episode_steps": steps, "episode_returns": [float(e["return"]) for e in eps],
-        "episode_invalid": [int(e["invalid"]) for e in eps]}
-    if fingerprint is not None:
-        out["split_fingerprint"] = fingerprint
-    return out
-
-
-def episodes_of(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The per-episode records of an evaluation result (inverse of
-    :func:`summarize_episodes`)."""
-    return [{"won": w, "steps": s, "return": r, "invalid": i} for w, s, r, i in
-            zip(result["episode_wins"], result["episode_steps"], result["episode_returns"],
-                result["episode_invalid"])]
-
-
 def cut_evaluation(result: dict[str, Any], n: int) -> dict[str, Any]:
     """``result`` restricted to its first ``n`` episodes (metrics recomputed)."""
     if n >= int(result["episodes"]):
@@ -162,5 +131,5 @@ def cut_evaluation(result: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 __all__ = ["agent_fingerprint", "baseline_key", "code_fingerprint", "cut_evaluation",
-           "episodes_of", "load_baseline", "store_baseline", "summarize_episodes",
+           "load_baseline", "store_baseline",
            "weights_fingerprint"]

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from deciplane.config import (check_ranges, coerce, deep_merge, describe_config, dump_yaml,
+from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
 from deciplane.errors import ConfigError
+from deciplane.options import check_options, option
 from deciplane.objectives.rlid import RLiDLossConfig
 from deciplane.objectives.tlm_dre import TLMDRELossConfig
 
@@ -42,15 +43,15 @@ class ModelConfig:
     """Built-in name (`deciplane/tiny`, `deciplane/smollm2-135m-instruct`), a local HF folder or a GGUF file."""
     finetune: Literal["lora", "full", "head"] = "lora"
     """`lora`: train PEFT LoRA adapters only; `full`: train every weight; `head` (rlid_ppo with readout=items): only the item head trains, the model stays frozen."""
-    lora_rank: int = 16
+    lora_rank: int = option(16, gt=0)
     """LoRA rank r (finetune=lora)."""
     lora_alpha: int = 32
     """LoRA scaling alpha (finetune=lora)."""
     lora_targets: list[str] | None = None
     """Module names that get LoRA adapters; null = the agents package default."""
-    lora_last_layers: int | None = None
+    lora_last_layers: int | None = option(None, gt=0)
     """Put LoRA adapters only in the last N transformer layers (null = all): backward then stops there, which cuts the cost of an update to little more than a forward pass. With an item head at `readout_layer` L (rlid_ppo), the last N of the L layers the policy reads (layers L-N..L-1)."""
-    threads: int = 2
+    threads: int = option(2, gt=0)
     """torch.set_num_threads for the run."""
     trunk_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Precision of the frozen layers below the first trainable one (LoRA on the last layers): `bfloat16` runs them in bf16 weights (the trainable layers, the norm and the output layer stay fp32); `auto` = bfloat16 on a CPU with native bf16 instructions (avx512_bf16/amx_bf16; `deciplane doctor` says) or a GPU, else float32 — without them bf16 matmuls are far slower than fp32."""
@@ -70,11 +71,11 @@ class EnvConfig:
     """Extra keyword arguments for gym.make (e.g. games: tw-simple)."""
     train_split: str = "train"
     """Split whose games are used for training rollouts."""
-    games_per_iteration: int = 4
+    games_per_iteration: int = option(4, gt=0)
     """Distinct games (initial states) per rollout iteration; each forms one group."""
-    group_size: int = 4
+    group_size: int = option(4, gt=0)
     """Episodes per game per iteration (the group of the group baseline)."""
-    max_episode_steps: int = 12
+    max_episode_steps: int = option(12, gt=0)
     """Episode length cap (truncation) for training and evaluation."""
 
 
@@ -82,19 +83,19 @@ class EnvConfig:
 class OptimConfig:
     """Optimizer and update schedule."""
 
-    lr: float = 2e-4
+    lr: float = option(2e-4, ge=0)
     """AdamW learning rate."""
-    weight_decay: float = 0.0
+    weight_decay: float = option(0.0, ge=0)
     """AdamW weight decay."""
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     """AdamW betas."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = option(1.0, ge=0)
     """Gradient-norm clip applied before every optimizer step (0 = off): over all the policy's trainable weights, and separately over each extra module (a value head)."""
-    epochs: int = 2
+    epochs: int = option(2, gt=0)
     """Passes over each rollout batch (PPO epochs)."""
-    minibatches: int = 1
+    minibatches: int = option(1, gt=0)
     """Optimizer steps per epoch; the batch is split into this many parts."""
-    micro_batch_size: int = 16
+    micro_batch_size: int = option(16, gt=0)
     """Units per forward pass: menu decisions (rlid_ppo), samples (math_grpo) or whole trajectories with all their turns (text_ppo: memory grows with turns x prompt length); gradients accumulate across micro-batches, so it changes memory, not the update (a resumed run may change it)."""
 
 
@@ -102,13 +103,13 @@ class OptimConfig:
 class EvalConfig:
     """Held-out evaluation during and after training."""
 
-    every: int = 5
+    every: int = option(5, ge=0)
     """Evaluate on `during_split` every this many iterations (0 = only at the end)."""
     during_split: str = "valid"
     """Split used for evaluations during training."""
     final_splits: list[str] = field(default_factory=lambda: ["valid", "test"])
     """Splits evaluated before training and at the end (summary.json: eval.<split>.*)."""
-    episodes: int | None = None
+    episodes: int | None = option(None, ge=0)
     """Episodes per evaluation; null = one per game of the split."""
     greedy: bool = True
     """Greedy (argmax) decisions during evaluation."""
@@ -116,7 +117,7 @@ class EvalConfig:
     """Evaluate the untrained policy on `final_splits` first (before/after numbers)."""
     during_episodes: int | None = None
     """Episodes of each evaluation during training (`every`): null = as many as the others (after the time plan); fewer make a cheaper point of the held-out curve (the first ones of the same episodes)."""
-    workers: int = 1
+    workers: int = option(1, gt=0)
     """Processes that play the held-out evaluation episodes (rlid_ppo, text_ppo): 1 = this one; 2 = this one and a helper process, each with one torch thread while they play (on 2 cores an evaluation then ends ~1.3x sooner than in one process with 2 threads: benchmarks/bench_eval_workers.py). A helper loads its own copy of the model and envs (~1 GB with SmolLM2-135M) when the run starts."""
     cache_baselines: bool = True
     """Keep the zero-shot evaluations (`zero_shot_labels`, `before`) in `$DECIPLANE_HOME/baselines/` and reuse them in a later run with the same weights, agent settings, prompt, env settings, split, episodes and deciplane code (rlid_ppo, text_ppo; summary.json `baseline_cache` names the ones read). A cached evaluation costs no time, and the time plan counts it as free."""
@@ -128,9 +129,9 @@ class EvalConfig:
 class CheckpointConfig:
     """Atomic checkpoints for exact resume."""
 
-    every: int = 1
+    every: int = option(1, ge=0)
     """Write a checkpoint every this many iterations."""
-    keep_last: int = 2
+    keep_last: int = option(2, gt=0)
     """How many checkpoints to keep (older ones are deleted)."""
 
 
@@ -164,7 +165,7 @@ class DistillConfig:
     """`expert`: the env's expert action (info["expert_action"]) as a one-hot target; `policy`: another model."""
     teacher_model: str | None = None
     """Model name for teacher=policy."""
-    lam: float = 1.0
+    lam: float = option(1.0, ge=0)
     """Weight lambda on the distillation gradient g2."""
     combine: Literal["conflict", "always", "sum"] = "conflict"
     """CORD mode: project on conflict, always project, or the plain sum g1 + lambda*g2."""
@@ -180,11 +181,11 @@ class DistillConfig:
 class BCConfig:
     """Optional behaviour-cloning warm start on expert actions (reported as such)."""
 
-    episodes: int = 0
+    episodes: int = option(0, ge=0)
     """Expert episodes collected for the warm start (0 = no warm start)."""
-    epochs: int = 2
+    epochs: int = option(2, gt=0)
     """Passes over the expert decisions."""
-    lr: float = 2e-4
+    lr: float = option(2e-4, ge=0)
     """Learning rate of the warm start."""
     valid_fraction: float = 0.0
     """Share of the expert episodes held out (whole episodes) to stop the warm start early: after each epoch the menu agent's mean negative log-likelihood of the expert's choices on them is measured; training stops once it has not improved for `patience` epochs and the best weights are kept (`epochs` is then the most it may run). 0 = no held-out slice, all `epochs` run."""
@@ -258,7 +259,7 @@ class TrainConfig:
     """Which algorithm (selects the config class)."""
     seed: int = 0
     """Master seed: rollout randomness derives from (seed, iteration), so runs are reproducible and resumable."""
-    iterations: int = 20
+    iterations: int = option(20, gt=0)
     """Rollout + update iterations."""
     max_wall_time_s: float | None = None
     """Wall-time budget of the whole run (model load, evaluations, warm start, RL); the trainer sizes evaluations and the warm start (`plan`) and starts an RL iteration only if it and the final evaluation still fit; null = no limit."""
@@ -304,7 +305,7 @@ class RLiDPPOConfig(TrainConfig):
     """advantage=gae: standardise the per-decision advantages over the rollout batch (mean 0, std 1); the value targets are not normalised."""
     reward: Literal["return", "won"] = "return"
     """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
-    step_penalty: float = 0.0
+    step_penalty: float = option(0.0, ge=0)
     """Subtracted per decision from the trajectory reward (favours shorter wins)."""
     rlid: RLiDLossConfig = field(default_factory=RLiDLossConfig)
     """The RLiD loss (docs/methods.md §1): eps_low / eps_high (PPO clip, null = symmetric), length_balance, bias_control (menu_kl | entropy | none), beta_menu, entropy_coef, min_group_size. 0.1's top-level clip_eps, clip_eps_high, length_balanced, bias_control, beta_menu, entropy_coef still load, with a warning."""
@@ -356,17 +357,17 @@ class TextPPOConfig(TrainConfig):
     """Environment suite."""
     style: Literal["react", "action"] = "action"
     """Free-text agent prompt style."""
-    max_new_tokens: int = 12
+    max_new_tokens: int = option(12, gt=0)
     """Generated tokens per turn."""
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
     """Episode-level group advantage estimator."""
     reward: Literal["return", "won"] = "return"
     """Trajectory reward: summed env reward or 1/0 for won."""
-    step_penalty: float = 0.0
+    step_penalty: float = option(0.0, ge=0)
     """Subtracted per turn from the trajectory reward."""
-    invalid_penalty: float = 0.0
+    invalid_penalty: float = option(0.0, ge=0)
     """Subtracted per invalid (unmatched) command."""
-    clip_eps: float = 0.2
+    clip_eps: float = option(0.2, ge=0)
     """PPO ratio clip (plain token PPO)."""
     clip_eps_high: float | None = None
     """Clip-higher upper epsilon; null = symmetric."""
@@ -394,11 +395,11 @@ class MathGRPOConfig(TrainConfig):
     """Math-v0 benchmark name."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra kwargs for deciplane/Math-v0."""
-    prompts_per_step: int = 8
+    prompts_per_step: int = option(8, gt=0)
     """Prompts sampled per iteration."""
-    group_size: int = 8
+    group_size: int = option(8, gt=0)
     """Responses per prompt (the GRPO group)."""
-    max_new_tokens: int = 24
+    max_new_tokens: int = option(24, gt=0)
     """Generated tokens per response."""
     temperature: float = 0.7
     """Sampling temperature."""
@@ -406,7 +407,7 @@ class MathGRPOConfig(TrainConfig):
     """Group advantage estimator."""
     clip: Literal["symmetric", "clip_higher", "gspo"] = "symmetric"
     """Ratio clipping."""
-    clip_eps: float = 0.2
+    clip_eps: float = option(0.2, ge=0)
     """Clip epsilon (low)."""
     clip_eps_high: float = 0.28
     """Upper epsilon for clip_higher."""
@@ -416,7 +417,7 @@ class MathGRPOConfig(TrainConfig):
     """k3 KL coefficient to the frozen reference (0.1: `beta`, still accepted with a warning)."""
     eval_problems: int | None = 64
     """Test problems for before/after accuracy (null = the whole split)."""
-    eval_max_new_tokens: int = 24
+    eval_max_new_tokens: int = option(24, gt=0)
     """Tokens generated per answer in evaluation (greedy)."""
 
     CONFIG_ALIASES: ClassVar[dict[str, str]] = {"beta": "kl_coef"}
@@ -462,7 +463,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def validate(obj: Any, prefix: str = "") -> None:
     """Range checks and the section's own rules (what :func:`from_dict` runs)."""
-    check_ranges(obj, prefix)
+    check_options(obj, prefix)
     check = getattr(obj, "check", None)
     if callable(check):
         check(prefix)

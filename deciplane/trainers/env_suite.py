@@ -246,7 +246,7 @@ class EnvSuite:
         its 95% Wilson interval, mean steps and return, invalid rate, the per-episode wins,
         lengths, returns and invalid steps in seed order (``episode_wins``, for paired
         comparisons: same ``episode_seeds``, same games and menus) and the split
-        fingerprint (:func:`~deciplane.trainers.baseline_cache.summarize_episodes`).
+        fingerprint (:func:`~deciplane.engine.episodes.summarize_episodes`).
         ``self.progress(phase, done, total, metrics)``, when set, is called after every
         batch.
 
@@ -257,7 +257,7 @@ class EnvSuite:
         long for the last one."""
         import torch
 
-        from deciplane.trainers.baseline_cache import summarize_episodes
+        from deciplane.engine.episodes import summarize_episodes
         from deciplane.trainers.eval_pool import batch_starts, pooled_batch, share_batches
 
         seeds = self.eval_seeds(split, episodes)

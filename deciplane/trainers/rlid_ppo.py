@@ -32,7 +32,7 @@ from deciplane.objectives.distill import expert_distill_loss, policy_distill_los
 from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
 from deciplane.objectives.value import value_loss
 from deciplane.trainers.algorithm import Algorithm, DecisionBatch, RolloutBatch
-from deciplane.trainers.checkpoint import iteration_seed
+from deciplane.engine.checkpoint import iteration_seed
 from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)

@@ -22,7 +22,7 @@ from deciplane.agents.precision import apply_trunk_dtype, autocast_layers, resol
 from deciplane.engine import distributed
 from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
-from deciplane.trainers import checkpoint as ckpt
+from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm
 from deciplane.trainers.config import TrainConfig, load_config, to_dict
 from deciplane.trainers.eval_pool import serve_requests, start_eval_pool

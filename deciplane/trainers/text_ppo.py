@@ -21,7 +21,7 @@ from deciplane.objectives.advantages import is_degenerate_batch
 from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
 from deciplane.objectives.tlm_dre import tlm_dre_loss
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
-from deciplane.trainers.checkpoint import iteration_seed
+from deciplane.engine.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
 from deciplane.trainers.env_suite import EnvSuite
 from deciplane.trainers.rlid_ppo import group_advantages

@@ -41,10 +41,10 @@ from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, op
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.provenance import provenance
 from deciplane.stats import paired_difference
-from deciplane.trainers import checkpoint as ckpt
+from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
-from deciplane.trainers.logger import METRICS_FILE, RunLogger
+from deciplane.engine.logger import METRICS_FILE, RunLogger
 from deciplane.trainers.time_budget import (PLAN_AFTER_EPISODES, continue_epochs,
                                         eval_episodes_that_fit, room_for_iteration)
 from deciplane.utils import atomic_write_json, seed_everything

@@ -108,8 +108,8 @@ def test_tasks_expose_only_id_prompt_meta():
 def test_adapter_api_has_no_path_to_the_scorer():
     for cls in (TTRL, TTPO, TASCO):
         assert list(inspect.signature(cls.__init__).parameters) == ["self", "policy", "config", "progress"]
-        # tasks, plus the file the adapter writes its own resume state to (no scorer there)
-        assert list(inspect.signature(cls.run).parameters) == ["self", "tasks", "state_path"]
+        # tasks, plus the run directory the adapter logs and checkpoints to (no scorer there)
+        assert list(inspect.signature(cls.run).parameters) == ["self", "tasks", "run_dir"]
     assert isinstance(CheatingAdapter(), Adapter)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from deciplane.engine.checkpoint import latest_checkpoint
+from deciplane.engine.logger import read_metrics
 
 from deciplane.adapt.base import BaseAdapter
 from deciplane.adapt.runner import run_adaptation
@@ -62,14 +66,20 @@ def test_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, method):
     with pytest.raises(Stop):
         run_adaptation(method, run_dir=tmp_path / "cut", progress=_stop_after(1), **kw)
     cut = tmp_path / "cut"
-    assert (cut / "adapt_state.pt").is_file() and not (cut / "summary.json").exists()
+    assert latest_checkpoint(cut).name == "iter_000001" and not (cut / "summary.json").exists()
+    assert [r["iteration"] for r in read_metrics(cut)] == [1]
     # a resume needs nothing but the run directory
     resumed = run_adaptation(method, run_dir=cut, resume=True)
     _same_result(full, resumed)
     assert resumed["resumed"] == 1 and full["resumed"] == 0
     assert json.loads((cut / "answers.json").read_text()) == \
         json.loads((tmp_path / "full" / "answers.json").read_text())
-    assert not (cut / "adapt_state.pt").exists()      # finished: the state file is gone
+    assert latest_checkpoint(cut) is None          # finished: the state is gone
+    # every step's metrics, as an uninterrupted run logged them (the resumed run dropped
+    # nothing and repeated nothing)
+    strip = lambda rs: [{k: v for k, v in r.items() if "time" not in k} for r in rs]  # noqa: E731
+    assert strip(read_metrics(cut)) == strip(read_metrics(tmp_path / "full"))
+    assert [r["iteration"] for r in read_metrics(cut)] == [1, 2, 3][:len(read_metrics(cut))]
 
 
 def test_resume_refuses_other_arguments_and_finished_runs(tmp_path, monkeypatch):
@@ -79,8 +89,7 @@ def test_resume_refuses_other_arguments_and_finished_runs(tmp_path, monkeypatch)
     with pytest.raises(Stop):
         run_adaptation("ttrl", run_dir=tmp_path / "r", seed=1, progress=_stop_after(1), **kw)
     # a new run (no resume) in a folder holding a stopped run's state starts from scratch
-    (tmp_path / "r2").mkdir()
-    (tmp_path / "r2" / "adapt_state.pt").write_bytes((tmp_path / "r" / "adapt_state.pt").read_bytes())
+    shutil.copytree(tmp_path / "r" / "checkpoints", tmp_path / "r2" / "checkpoints")
     with monkeypatch.context() as m:
         m.setattr(BaseAdapter, "load_state", lambda *a: pytest.fail("a new run loaded old state"))
         assert run_adaptation("ttrl", run_dir=tmp_path / "r2", seed=1, **kw)["resumed"] == 0
@@ -110,7 +119,7 @@ def test_sigkilled_cli_run_resumes_to_the_same_summary(tmp_path):
     proc = subprocess.Popen(cmd(killed), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
-    while not (killed / "adapt_state.pt").is_file() and proc.poll() is None \
+    while latest_checkpoint(killed) is None and proc.poll() is None \
             and time.time() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before it could be killed"

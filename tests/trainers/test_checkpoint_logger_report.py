@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from deciplane.errors import CheckpointError
-from deciplane.trainers import checkpoint as ckpt
-from deciplane.trainers.logger import RunLogger, read_metrics
+from deciplane.engine import checkpoint as ckpt
+from deciplane.engine.logger import RunLogger, read_metrics
 from deciplane.evaluation.report import ReportError, write_report
 
 

@@ -15,7 +15,7 @@ import torch
 
 from deciplane.errors import ConfigError
 from deciplane.objectives.rlid import rlid_loss
-from deciplane.trainers import checkpoint as ckpt
+from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.rlid_ppo import menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import describe_config, load_config, RLiDPPOConfig
 from deciplane.trainers.critic import (Critic, LastHidden, ValueHead, explained_variance,

@@ -10,7 +10,7 @@ from deciplane.agents.text import extract_command, normalise
 from deciplane.trainers.text_ppo import TextPPO
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, text_bc_loss)
-from deciplane.trainers.checkpoint import iteration_seed
+from deciplane.engine.checkpoint import iteration_seed
 from deciplane.trainers.config import load_config
 from deciplane.trainers.run import build_policy
 

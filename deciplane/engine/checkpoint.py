@@ -104,14 +104,6 @@ def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
                       optimizer: torch.optim.Optimizer | None, counters: Counters,
                       extra: dict[str, Any] | None, keep_last: int,
                       modules: dict[str, torch.nn.Module] | None) -> Path:
-    root = Path(run_dir) / CKPT_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    name = f"{_PREFIX}{counters.iteration:06d}"
-    final = root / name
-    tmp = root / f".{name}.tmp{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
     payload = {
         "trainable": trainable_state(model),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
@@ -121,14 +113,30 @@ def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
         "modules": {name: {k: v.detach().clone() for k, v in m.state_dict().items()}
                     for name, m in (modules or {}).items()},
     }
+    meta = {"iteration": counters.iteration, "env_steps": counters.env_steps,
+            "episodes": counters.episodes}
+    return write_state(run_dir, counters.iteration, payload, meta, keep_last)
+
+
+def write_state(run_dir: str | Path, iteration: int, payload: dict[str, Any],
+                meta: dict[str, Any] | None = None, keep_last: int = 2) -> Path:
+    """Write ``payload`` (``torch.save``) as ``RUN_DIR/checkpoints/iter_<iteration>/``
+    atomically, and delete all but the last ``keep_last`` checkpoints. What the trainer's
+    checkpoints and the test-time adapters' states are written with."""
+    root = Path(run_dir) / CKPT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"{_PREFIX}{iteration:06d}"
+    final = root / name
+    tmp = root / f".{name}.tmp{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
     with open(tmp / "state.pt", "wb") as fh:
         torch.save(payload, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    meta = {"iteration": counters.iteration, "env_steps": counters.env_steps,
-            "episodes": counters.episodes, "complete": True}
     with open(tmp / "meta.json", "w") as fh:
-        json.dump(meta, fh)
+        json.dump({"iteration": iteration, **(meta or {}), "complete": True}, fh)
         fh.flush()
         os.fsync(fh.fileno())
     if final.exists():  # re-written iteration (e.g. resumed twice): replace
@@ -138,6 +146,26 @@ def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
     for old in list_checkpoints(run_dir)[:-max(1, keep_last)]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def read_state(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """The payload of a checkpoint folder (or of a ``state.pt`` file), or a
+    :class:`CheckpointError` that says what to do when it cannot be read."""
+    path = Path(path)
+    f = path / "state.pt" if path.is_dir() else path
+    if not f.is_file():
+        raise CheckpointError(f"{path} is not a checkpoint (no state.pt); pass a folder under "
+                              f"RUN_DIR/{CKPT_DIR}/ or use --resume on the run directory")
+    try:
+        return torch.load(f, map_location=map_location, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means corrupt
+        raise CheckpointError(f"{f} cannot be read ({e}); delete it to resume from the "
+                              "previous checkpoint") from e
+
+
+def remove_checkpoints(run_dir: str | Path) -> None:
+    """Delete a run's checkpoints (a finished adaptation keeps its results, not its state)."""
+    shutil.rmtree(Path(run_dir) / CKPT_DIR, ignore_errors=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -189,15 +217,10 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module,
     """Restore parameters, optimizer and RNG states (and the named ``modules`` saved by
     :func:`save_checkpoint`); return the counters and extra state."""
     path = Path(path)
-    f = path / "state.pt"
-    if not f.is_file():
+    if not (path / "state.pt").is_file():
         raise CheckpointError(f"{path} is not a checkpoint (no state.pt); pass a folder under "
                               f"RUN_DIR/{CKPT_DIR}/ or use --resume on the run directory")
-    try:
-        payload = torch.load(f, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means corrupt
-        raise CheckpointError(f"{f} cannot be read ({e}); delete it to resume from the "
-                              "previous checkpoint") from e
+    payload = read_state(path)
     load_trainable_state(model, payload["trainable"])
     load_modules(modules or {}, payload.get("modules", {}), path)
     if optimizer is not None and payload.get("optimizer") is not None:
