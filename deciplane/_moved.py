@@ -147,16 +147,24 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.util.spec_from_loader(fullname, self)
         return None
 
+    def __init__(self) -> None:
+        self._specs: dict[int, Any] = {}
+
     def create_module(self, spec):  # noqa: ANN001
         new = _target(spec.name)
         label = new if isinstance(new, str) else " / ".join(new)
         _warn(spec.name, label)
         if isinstance(new, tuple):
             return _split_module(spec.name, new)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[id(module)] = module.__spec__   # the import system overwrites it next
+        return module
 
     def exec_module(self, module) -> None:  # noqa: ANN001
-        pass  # the new module is already executed
+        # the new module is already executed; give it back its own spec (reload, runpy)
+        spec = self._specs.pop(id(module), None)
+        if spec is not None:
+            module.__spec__ = spec
 
 
 def renamed_names(module: str, fallback: Callable[[str], Any] | None = None

@@ -27,6 +27,7 @@ def test_old_path_imports_the_new_module_and_warns(old):
     module, messages = _import_warning(old)
     assert module is importlib.import_module(MOVED[old])
     assert any(MOVED[old] in m for m in messages), messages
+    assert module.__spec__.name == MOVED[old]      # the new module keeps its own spec
 
 
 @pytest.mark.parametrize("old", sorted(k for k, v in MOVED.items() if isinstance(v, tuple)))
