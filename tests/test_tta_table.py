@@ -56,3 +56,16 @@ def test_a_local_run_with_other_options_is_not_shown(tmp_path, monkeypatch):
     summary["config"] = tta.default_config("ttrl")
     (runs / name / "summary.json").write_text(json.dumps(summary))
     assert tta.existing_run("ttrl", "products-1d", 0, runs, tta.code_digest())["seed"] == 0
+
+
+def test_digests_of_code_that_behaves_the_same_follow_chains(tmp_path, monkeypatch):
+    tta = _load_tta_table(monkeypatch)
+    f = tmp_path / "same.json"
+    f.write_text(json.dumps([{"digest": "c", "same_behaviour_as": "b"},
+                             {"digest": "b", "same_behaviour_as": "a"},
+                             {"digest": "x", "same_behaviour_as": "y"}]))
+    monkeypatch.setattr(tta, "EQUIVALENT", f)
+    assert tta.same_behaviour_digests("c") == {"a", "b", "c"}
+    assert tta.same_behaviour_digests("b") == {"a", "b"}
+    assert tta.same_behaviour_digests("a") == {"a"}
+
