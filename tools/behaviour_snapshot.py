@@ -63,9 +63,7 @@ def machine_fingerprint() -> dict[str, str]:
     flags, model = "", platform.processor()
     try:
         info = Path("/proc/cpuinfo").read_text()
-        for line in info.splitlines():
-            if line.startswith("model name") and not model:
-                model = line.split(":", 1)[1].strip()
+        for line in info.splitlines():      # the first processor's block
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
             if line.startswith("flags"):

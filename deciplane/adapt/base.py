@@ -50,6 +50,14 @@ def saved_state(run_dir: str | Path) -> Path | None:
     return latest_checkpoint(run_dir) or (legacy if legacy.is_file() else None)
 
 
+def remove_saved_state(run_dir: str | Path) -> None:
+    """Delete the adapter state a run directory holds (both forms of :func:`saved_state`)."""
+    from deciplane.engine.checkpoint import remove_checkpoints
+
+    remove_checkpoints(run_dir)
+    (Path(run_dir) / LEGACY_STATE_FILE).unlink(missing_ok=True)
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """Test-time adaptation on prompts only: ``run(tasks) -> {task_id: final answer}``."""

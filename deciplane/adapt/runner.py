@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from deciplane.adapt.base import LEGACY_STATE_FILE, AdaptConfig, BaseAdapter, extract
+from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, remove_saved_state
 from deciplane.adapt.probe_erpo import ProbeERPO
 from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_equivalents
 from deciplane.adapt.ttpo import TTPO
@@ -264,13 +264,10 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 def _start_run_dir(run_dir: Path, args: dict[str, Any], resume: bool) -> None:
     """Create the run directory once the inputs are known good; a new run records its
     arguments and never continues an old run's state."""
-    from deciplane.engine.checkpoint import remove_checkpoints
-
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         atomic_write_json(run_dir / "run_args.json", args)
-        remove_checkpoints(run_dir)
-        (run_dir / LEGACY_STATE_FILE).unlink(missing_ok=True)
+        remove_saved_state(run_dir)
 
 
 def _baseline(run: _Run, label: str, cache_name: str, key: str,
@@ -462,15 +459,12 @@ def _write_results(run_dir: Path, summary: dict[str, Any], answers: dict[str, st
                    base: _Baselines) -> dict[str, Any]:
     """answers.json, the plot and summary.json; a finished run keeps its results, not its
     state (the checkpoints are removed)."""
-    from deciplane.engine.checkpoint import remove_checkpoints
-
     atomic_write_json(run_dir / "answers.json", {"after": answers, "before_greedy": base.greedy,
                                                  "majority_vote_equal_budget": base.selection})
     summary["plot"] = plot_curve(summary, run_dir / "accuracy_vs_steps.png")
     summary["run_dir"] = str(run_dir)
     atomic_write_json(run_dir / "summary.json", summary)
-    remove_checkpoints(run_dir)
-    (run_dir / LEGACY_STATE_FILE).unlink(missing_ok=True)
+    remove_saved_state(run_dir)
     return summary
 
 

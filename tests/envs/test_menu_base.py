@@ -4,8 +4,6 @@ result (``ParsedCommand``) for every text parser."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +14,7 @@ import deciplane.envs  # noqa: F401 - registers the ids
 from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand
 from deciplane.envs.menu.menu import PAGE_ACTION
 from deciplane.errors import ConfigError
+from env_helpers import skip_unless_buildable
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 
@@ -28,19 +27,10 @@ MENU_ENVS = {
 """name -> (id, gym.make kwargs, the registered step limit)."""
 
 
-def _skip_unless_available(name: str) -> None:
-    if name == "twx":
-        pytest.importorskip("textworld_express")
-        if shutil.which("java") is None:
-            pytest.skip("TextWorld-Express needs java")
-    if name == "alfworld" and importlib.util.find_spec("fast_downward") is None:
-        pytest.skip("ALFWorld needs fast-downward-textworld")
-
-
 @pytest.fixture(scope="module", params=list(MENU_ENVS))
 def menu_case(request):
     """``(name, env)`` for each menu env this machine can build."""
-    _skip_unless_available(request.param)
+    skip_unless_buildable(MENU_ENVS[request.param][0])
     env_id, kwargs, _ = MENU_ENVS[request.param]
     env = gym.make(env_id, **kwargs)
     yield request.param, env

@@ -4,8 +4,6 @@ the first ``reset()``) with ``gymnasium.error.ResetNeeded`` (issue 27: the menu 
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -14,6 +12,7 @@ from gymnasium.error import ResetNeeded
 
 from deciplane.envs import registered_ids
 from deciplane.errors import BackendUnavailable
+from env_helpers import skip_unless_buildable
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 
@@ -39,15 +38,6 @@ EPISODES: dict[str, tuple[dict[str, Any], dict[str, Any], Callable[[Any], Any]]]
 }
 
 
-def _skip_unless_available(env_id: str) -> None:
-    if env_id == "deciplane/TextWorldExpress-v0":
-        pytest.importorskip("textworld_express")
-        if shutil.which("java") is None:
-            pytest.skip("TextWorld-Express needs java")
-    if env_id == "deciplane/ALFWorld-v0" and importlib.util.find_spec("fast_downward") is None:
-        pytest.skip("ALFWorld needs fast-downward-textworld")
-
-
 def _make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     try:
         return gym.make(env_id, **kwargs)
@@ -59,7 +49,7 @@ def _make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
 def test_step_after_the_end_raises_reset_needed(env_id):
     assert env_id in EPISODES, f"{env_id} is registered: add it to EPISODES"
     kwargs, options, act = EPISODES[env_id]
-    _skip_unless_available(env_id)
+    skip_unless_buildable(env_id)
     env = _make(env_id, kwargs)
     try:
         with pytest.raises(ResetNeeded):
