@@ -24,7 +24,8 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from deciplane.engine.episodes import summarize_episodes
+from deciplane.engine.episodes import (EnvListSlots, Episode, EpisodeStart, play_episodes,
+                                       summarize_episodes)
 from deciplane.evaluation.agents import EVAL_AGENT_FACTORIES
 from deciplane.errors import ConfigError
 from deciplane.stats import PairedComparison, paired_difference, wilson_interval
@@ -191,20 +192,6 @@ def summarize(results: Sequence[EpisodeResult]) -> dict[str, float]:
             "mean_return": s["mean_return"], "invalid_action_rate": s["invalid_rate"]}
 
 
-class _Episode:
-    """The episode currently running in one sub-environment."""
-
-    def __init__(self, index: int, seed: int) -> None:
-        self.index, self.seed = index, seed
-        self.obs, self.info = "", {}
-        self.steps, self.ret, self.invalid = 0, 0.0, 0
-        self.task = str(index)
-
-    def result(self, won: bool, truncated: bool) -> EpisodeResult:
-        return EpisodeResult(self.index, self.task, self.seed, won, self.steps, self.ret,
-                             self.invalid, truncated)
-
-
 def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
                    episodes: int | None = None, num_envs: int = 1, seed: int = 0,
                    env_kwargs: dict[str, Any] | None = None,
@@ -245,7 +232,6 @@ def evaluate_agent(env_id: str, agent: EvalAgent, split: str | None = "test",
     finally:
         for env in envs:
             env.close()
-    results.sort(key=lambda r: r.index)
     return EvalReport(env_id=env_id, split=split, split_fingerprint=fp,
                       agent=getattr(agent, "name", type(agent).__name__), episodes=total,
                       decisions_per_s=decisions / play_s if play_s > 0 else math.inf,
@@ -269,49 +255,32 @@ def compare_paired(a: EvalReport, b: EvalReport) -> PairedComparison:
 
 def _run(envs: list[Any], agent: EvalAgent, total: int, n_tasks: int | None, seed: int,
          progress: bool, label: str) -> tuple[list[EpisodeResult], int, float]:
-    """The lockstep loop: start episodes in free sub-envs, act in batch, step, record.
+    """Episode ``i`` is ``reset(seed=seed + i, options={"task": i % n_tasks})`` (no options
+    for envs without tasks), played by the one episode loop
+    (:func:`~deciplane.engine.episodes.play_episodes`) over the ``envs`` in lockstep.
     Returns the results, the number of decisions and the seconds spent deciding and
     stepping (resets and game loading excluded)."""
-    results: list[EpisodeResult] = []
-    slots: list[_Episode | None] = [None] * len(envs)
-    next_episode, decisions, play_s = 0, 0, 0.0
+    starts = [EpisodeStart(seed + i, {"task": i % n_tasks} if n_tasks else None)
+              for i in range(total)]
+
+    def act(eps: list[Episode], t: int) -> list[int | str]:
+        actions = agent.act_batch([ep.obs for ep in eps], [ep.info for ep in eps])
+        if len(actions) != len(eps):
+            raise ConfigError(f"act_batch returned {len(actions)} actions for "
+                              f"{len(eps)} observations")
+        return actions
+
     with _Bar(progress, total, label) as bar:
-        while len(results) < total:
-            for k, env in enumerate(envs):
-                if slots[k] is None and next_episode < total:
-                    slots[k] = _start(env, next_episode, seed, n_tasks)
-                    next_episode += 1
-            live = [k for k, s in enumerate(slots) if s is not None]
-            t0 = time.perf_counter()  # resets (above) are not timed
-            actions = agent.act_batch([slots[k].obs for k in live],   # type: ignore[union-attr]
-                                      [slots[k].info for k in live])  # type: ignore[union-attr]
-            if len(actions) != len(live):
-                raise ConfigError(f"act_batch returned {len(actions)} actions for "
-                                  f"{len(live)} observations")
-            decisions += len(live)
-            for k, action in zip(live, actions):
-                ep = slots[k]
-                assert ep is not None
-                obs, reward, term, trunc, info = envs[k].step(action)
-                ep.steps += 1
-                ep.ret += float(reward)
-                ep.invalid += int(bool(info.get("invalid_action", False)))
-                ep.obs, ep.info = obs, info
-                if term or trunc or ep.steps >= MAX_STEPS_GUARD:
-                    won = bool(info["won"]) if "won" in info else ep.ret > 0
-                    results.append(ep.result(won, truncated=not term))
-                    slots[k] = None
-                    bar.advance(won)
-            play_s += time.perf_counter() - t0
-    return results, decisions, play_s
+        played = play_episodes(EnvListSlots(envs), starts, act, MAX_STEPS_GUARD,
+                               on_end=lambda ep: bar.advance(ep.won))
+    return [_result(ep) for ep in played.episodes], played.decisions, played.play_s
 
 
-def _start(env: Any, index: int, seed: int, n_tasks: int | None) -> _Episode:
-    ep = _Episode(index, seed + index)
-    options = {"task": index % n_tasks} if n_tasks else None
-    ep.obs, ep.info = env.reset(seed=ep.seed, options=options)
-    ep.task = str(ep.info.get("game_name", ep.info.get("task_id", index)))
-    return ep
+def _result(ep: Episode) -> EpisodeResult:
+    info = ep.first_info
+    task = str(info.get("game_name", info.get("task_id", ep.index)))
+    return EpisodeResult(ep.index, task, ep.start.seed, ep.won, ep.steps, ep.ret,
+                         sum(ep.invalid_steps), ep.truncated)
 
 
 class _Bar:
