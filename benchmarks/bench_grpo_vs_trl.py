@@ -49,6 +49,7 @@ from deciplane.benchmarks import load_labeled
 from deciplane.trainers.run import lora_targets
 from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
 from deciplane.engine.optim import Optimizer
+from deciplane.objectives import PolicyLossConfig
 
 _NUM = re.compile(r"-?\d+")
 
@@ -87,8 +88,9 @@ def run_deciplane(policy, prompts, golds, args) -> list[dict[str, float]]:
     budget = Budget()
     opt = Optimizer([p for p in model.parameters() if p.requires_grad], lr=args.lr,
                     max_grad_norm=1.0, budget=budget)
-    update = GRPOUpdate(pol, GRPOConfig(advantage="grpo", clip_eps=0.2, aggregation="token_mean",
-                                        kl_coef=0.0, temperature=1.0, epochs=1, minibatches=1,
+    update = GRPOUpdate(pol, GRPOConfig(advantage="grpo", loss=PolicyLossConfig(
+                                            eps_low=0.2, aggregation="token_mean", kl_beta=0.0),
+                                        temperature=1.0, epochs=1, minibatches=1,
                                         micro_batch_size=args.prompts * args.group,
                                         max_grad_norm=1.0),
                         budget=budget, optimizer=opt)

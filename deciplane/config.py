@@ -86,6 +86,9 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     rules such as ``s_min <= s_max``)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
+    legacy = getattr(cls, "legacy_options", None)
+    if callable(legacy):   # renamed options that need more than a new key
+        raw = legacy(raw, prefix)
     raw = apply_aliases(cls, raw, prefix)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
@@ -106,7 +109,7 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
 
 
 def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Renamed options of 0.1 keep working for one release, with a ``DeprecationWarning``.
+    """Renamed options keep working for one release, with a ``DeprecationWarning``.
 
     A dataclass lists ``CONFIG_ALIASES = {old key: new key}`` (the new key may be dotted,
     ``"rlid.eps_low"``, when the option moved into an embedded section) and ``VALUE_ALIASES = {key: {old value: new value}}``. Giving both the old and the new
@@ -116,6 +119,13 @@ def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str,
     if not any(k in raw for k in keys) and not any(k in raw for k in values):
         return raw
     out = dict(raw)
+    for key, mapping in values.items():
+        v = out.get(key)
+        if isinstance(v, str) and v in mapping:
+            warnings.warn(f"config value {prefix}{key}={v} is now {prefix}{key}={mapping[v]} "
+                          "(the old value goes away in the next release)",
+                          DeprecationWarning, stacklevel=3)
+            out[key] = mapping[v]
     for old, new in keys.items():
         if old not in out:
             continue
@@ -128,17 +138,10 @@ def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str,
         if leaf in target:
             raise ConfigError(f"{prefix}{old} is the old name of {prefix}{new}; give only "
                               f"{prefix}{new}")
-        warnings.warn(f"config option {prefix}{old} is {prefix}{new} since deciplane 0.2 "
+        warnings.warn(f"config option {prefix}{old} is now {prefix}{new} "
                       "(the old name goes away in the next release)", DeprecationWarning,
                       stacklevel=3)
         target[leaf] = out.pop(old)
-    for key, mapping in values.items():
-        v = out.get(key)
-        if isinstance(v, str) and v in mapping:
-            warnings.warn(f"config value {prefix}{key}={v} is {prefix}{key}={mapping[v]} since "
-                          "deciplane 0.2 (the old value goes away in the next release)",
-                          DeprecationWarning, stacklevel=3)
-            out[key] = mapping[v]
     return out
 
 

@@ -28,6 +28,7 @@ from deciplane.errors import ConfigError
 from deciplane.options import option
 from deciplane.engine.generation import sample_groups
 from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
+from deciplane.objectives.policy_loss import PolicyLossConfig
 from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,9 @@ class TTRLConfig(AdaptConfig):
             raise ConfigError("advantage='rloo' needs train_samples >= 2 (leave-one-out baseline)")
 
     def grpo(self) -> GRPOConfig:
-        return GRPOConfig(advantage=self.advantage, clip_eps=self.clip_eps,
-                          aggregation=self.aggregation, kl_coef=self.kl_coef,
-                          kl_estimator="k3", temperature=self.temperature,
+        loss = PolicyLossConfig(eps_low=self.clip_eps, aggregation=self.aggregation,
+                                kl_beta=self.kl_coef, kl_estimator="k3")
+        return GRPOConfig(advantage=self.advantage, loss=loss, temperature=self.temperature,
                           micro_batch_size=self.micro_batch_size,
                           max_grad_norm=self.max_grad_norm)
 

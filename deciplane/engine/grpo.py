@@ -3,9 +3,11 @@
 Usage (what a trainer or an adapter does per step)::
 
     from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
+    from deciplane.objectives import PolicyLossConfig
 
     budget = Budget()
-    update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.001), budget=budget, lr=1e-5)
+    update = GRPOUpdate(policy, GRPOConfig(loss=PolicyLossConfig(kl_beta=0.001)),
+                        budget=budget, lr=1e-5)
     with budget.clock():                                   # wall time
         groups = sample_groups(policy, prompts, group_size=8, max_new_tokens=24,
                                temperature=1.0, seed=step, budget=budget)
@@ -29,6 +31,7 @@ from typing import Callable, Literal, Sequence
 import torch
 
 from deciplane.engine.budget import Budget
+from deciplane.errors import ConfigError
 from deciplane.engine.logprobs import forward_responses, pad_responses
 from deciplane.engine.trunk import TrunkStates, trunk_boundary
 from deciplane.engine.optim import (MicroLoss, Normaliser, Optimizer, is_step_metric,
@@ -46,21 +49,11 @@ class GRPOConfig:
 
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
     """Group advantage estimator."""
-    clip_eps: float = 0.2
-    """Lower clip epsilon (symmetric clipping when ``clip_eps_high`` is null)."""
-    clip_eps_high: float | None = None
-    """Upper clip epsilon (DAPO clip-higher, e.g. 0.28); null = ``clip_eps``."""
-    ratio: Literal["token", "sequence"] = "token"
-    """Token ratios (PPO/GRPO) or the GSPO sequence ratio."""
-    aggregation: Literal["token_mean", "seq_mean", "seq_sum_const"] = "token_mean"
-    """Loss aggregation over the whole optimizer batch (micro-batches are re-weighted so
-    that accumulation equals the full-batch value)."""
-    max_len: int | None = None
-    """Constant divisor for ``seq_sum_const`` (the generation limit)."""
-    kl_coef: float = 0.0
-    """Coefficient of the KL penalty to the frozen reference (initial policy)."""
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    """Per-token KL estimator."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """The clipped surrogate, its aggregation over the whole optimizer batch
+    (micro-batches are re-weighted so that accumulation equals the full-batch value) and
+    the KL penalty to the frozen reference (initial policy): one
+    :class:`~deciplane.objectives.policy_loss.PolicyLossConfig`, used as it is."""
     temperature: float = option(1.0, gt=0)
     """Logits are divided by this (use the sampling temperature)."""
     epochs: int = option(1, ge=1)
@@ -89,17 +82,14 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         validate_grpo(self)
 
-    def loss_config(self) -> PolicyLossConfig:
-        return PolicyLossConfig(eps_low=self.clip_eps, eps_high=self.clip_eps_high,
-                                ratio=self.ratio, aggregation=self.aggregation,
-                                max_len=self.max_len, kl_beta=self.kl_coef,
-                                kl_estimator=self.kl_estimator)
-
 
 def validate_grpo(cfg: GRPOConfig) -> None:
-    """The declared ranges and choices, then the loss's and the estimator's own rules."""
+    """The declared ranges and choices and the estimator's own rules (the loss config
+    checked itself when it was built)."""
     check_options(cfg, "GRPOConfig.")
-    cfg.loss_config()  # validates clip/aggregation/kl (raises ConfigError)
+    if not isinstance(cfg.loss, PolicyLossConfig):
+        raise ConfigError(f"GRPOConfig.loss must be a PolicyLossConfig, got "
+                          f"{type(cfg.loss).__name__}")
     AdvantageConfig(estimator=cfg.advantage)
 
 
@@ -129,7 +119,7 @@ class GRPOUpdate:
         self.policy = policy
         self.cfg = config
         self.budget = budget if budget is not None else Budget()
-        self.loss_cfg = config.loss_config()
+        self.loss_cfg = config.loss
         self.optimizer = optimizer or Optimizer(policy.trainable_parameters(), lr=lr,
                                                 weight_decay=weight_decay,
                                                 max_grad_norm=config.max_grad_norm,
@@ -168,7 +158,7 @@ class GRPOUpdate:
     def normaliser(self, trajs: Sequence[Trajectory]) -> Normaliser:
         """The aggregation's normaliser, declared once per batch: each response's units."""
         return Normaliser(aggregation_weights(
-            self.cfg.aggregation, [int(t.turns[0].response_ids.numel()) for t in trajs]))
+            self.loss_cfg.aggregation, [int(t.turns[0].response_ids.numel()) for t in trajs]))
 
     def micro_loss(self, trajs: Sequence[Trajectory], adv: torch.Tensor,
                    old: list[torch.Tensor] | None, ref: list[torch.Tensor] | None,
@@ -235,7 +225,7 @@ class GRPOUpdate:
         mode = self.cfg.old_logprobs
         if mode == "auto":
             mode = "detached" if n_updates == 1 else "recompute"
-        passes = n_updates + (mode == "recompute") + (self.cfg.kl_coef > 0)  # per sample
+        passes = n_updates + (mode == "recompute") + (self.loss_cfg.kl_beta > 0)  # per sample
         kept = self.keep_layer is not None and any(
             t.turns[0].boundary_hidden is not None and t.turns[0].boundary_layer == self.keep_layer
             for t in trajs)
@@ -252,7 +242,7 @@ class GRPOUpdate:
         elif mode == "sampler":
             old = [t.turns[0].response_logprobs for t in trajs]
         ref = self._logp_no_grad(trajs, reference=True, trunk=trunk) \
-            if self.cfg.kl_coef > 0 else None
+            if self.loss_cfg.kl_beta > 0 else None
         norm = self.normaliser(trajs)
         micro_loss = self.micro_loss(trajs, adv, old, ref, trunk)
         tokens = [0]

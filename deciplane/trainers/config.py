@@ -18,7 +18,8 @@ fields, nested sections included::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -27,6 +28,7 @@ from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               set_dotted, to_dict)
 from deciplane.errors import ConfigError
 from deciplane.options import check_options, option
+from deciplane.objectives.policy_loss import PolicyLossConfig
 from deciplane.objectives.rlid import RLiDLossConfig
 from deciplane.objectives.tlm_dre import TLMDRELossConfig
 
@@ -367,10 +369,8 @@ class TextPPOConfig(TrainConfig):
     """Subtracted per turn from the trajectory reward."""
     invalid_penalty: float = option(0.0, ge=0)
     """Subtracted per invalid (unmatched) command."""
-    clip_eps: float = option(0.2, ge=0)
-    """PPO ratio clip (plain token PPO)."""
-    clip_eps_high: float | None = None
-    """Clip-higher upper epsilon; null = symmetric."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """The token-level PPO loss (docs/methods.md, GRPO family): eps_low / eps_high (ratio clip, null = symmetric), ratio, aggregation token_mean, no KL reference (kl_beta: 0). 0.2's top-level clip_eps, clip_eps_high still load, with a warning."""
     temperature: float = 1.0
     """Sampling temperature."""
     history: int = 2
@@ -380,9 +380,17 @@ class TextPPOConfig(TrainConfig):
     bc: BCConfig = field(default_factory=BCConfig)
     """Behaviour-cloning warm start: teacher forcing of the expert's command text."""
 
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {"clip_eps": "loss.eps_low",
+                                                "clip_eps_high": "loss.eps_high"}
+
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.loss.kl_beta > 0:
+            raise ConfigError("text_ppo keeps no reference model: set loss.kl_beta: 0")
+        if self.loss.aggregation != "token_mean":
+            raise ConfigError("text_ppo's update is a mean over response tokens (micro-batches "
+                              "weighted by their token counts): set loss.aggregation: token_mean")
 
 
 @dataclass
@@ -404,25 +412,54 @@ class MathGRPOConfig(TrainConfig):
     temperature: float = 0.7
     """Sampling temperature."""
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
-    """Group advantage estimator."""
-    clip: Literal["symmetric", "clip_higher", "gspo"] = "symmetric"
-    """Ratio clipping."""
-    clip_eps: float = option(0.2, ge=0)
-    """Clip epsilon (low)."""
-    clip_eps_high: float = 0.28
-    """Upper epsilon for clip_higher."""
-    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
-    """Token mean over the batch (DAPO) or per-sequence mean (advantage=dr_grpo always uses seq_sum_const); 0.1's `token` / `sequence` still load, with a warning."""
-    kl_coef: float = 0.0
-    """k3 KL coefficient to the frozen reference (0.1: `beta`, still accepted with a warning)."""
+    """Group advantage estimator (dr_grpo also sums each sequence over the generation limit: loss.aggregation becomes seq_sum_const)."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """The GRPO-family loss (docs/methods.md, GRPO family): eps_low, eps_high (null = symmetric; DAPO clip-higher: 0.28), ratio (token, or sequence for GSPO), aggregation (token_mean, seq_mean, seq_sum_const; max_len defaults to max_new_tokens), kl_beta (KL to the frozen reference), kl_estimator. 0.2's top-level clip, clip_eps, clip_eps_high, aggregation, kl_coef (0.1: beta) still load, with a warning."""
     eval_problems: int | None = 64
     """Test problems for before/after accuracy (null = the whole split)."""
     eval_max_new_tokens: int = option(24, gt=0)
     """Tokens generated per answer in evaluation (greedy)."""
 
-    CONFIG_ALIASES: ClassVar[dict[str, str]] = {"beta": "kl_coef"}
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "clip_eps": "loss.eps_low", "aggregation": "loss.aggregation",
+        "kl_coef": "loss.kl_beta", "beta": "loss.kl_beta"}
     VALUE_ALIASES: ClassVar[dict[str, dict[str, str]]] = {
         "aggregation": {"token": "token_mean", "sequence": "seq_mean"}}
+
+    @staticmethod
+    def legacy_options(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        """0.2's ``clip`` choice (with ``clip_eps_high``, read only under clip_higher) as
+        the loss's own fields: clip_higher sets ``loss.eps_high``, gspo ``loss.ratio``."""
+        if "clip" not in raw and "clip_eps_high" not in raw:
+            return raw
+        out = dict(raw)
+        clip = out.pop("clip", "symmetric")
+        high = out.pop("clip_eps_high", 0.28)
+        if clip not in ("symmetric", "clip_higher", "gspo"):
+            raise ConfigError(f"{prefix}clip = {clip!r} is not allowed; allowed values: "
+                              "'symmetric', 'clip_higher', 'gspo' (now loss.eps_high and "
+                              "loss.ratio)")
+        warnings.warn(f"config options {prefix}clip / {prefix}clip_eps_high are "
+                      f"now {prefix}loss.eps_high and {prefix}loss.ratio (the old names go "
+                      "away in the next release)", DeprecationWarning,
+                      stacklevel=4)
+        loss = dict(out.get("loss") or {})
+        if clip == "clip_higher":
+            loss.setdefault("eps_high", high)
+        elif clip == "gspo":
+            loss.setdefault("ratio", "sequence")
+        out["loss"] = loss
+        return out
+
+    def policy_loss(self) -> PolicyLossConfig:
+        """The loss as the update uses it: ``max_len`` (null) is the generation limit,
+        and advantage=dr_grpo sums each sequence over it (seq_sum_const)."""
+        loss = self.loss
+        if loss.max_len is None:
+            loss = replace(loss, max_len=self.max_new_tokens)
+        if self.advantage == "dr_grpo":
+            loss = replace(loss, aggregation="seq_sum_const")
+        return loss
 
     def check(self, prefix: str = "") -> None:
         if self.advantage == "rloo" and self.group_size < 2:

@@ -47,14 +47,8 @@ class MathGRPO(Algorithm):
         self.env = gym.make("deciplane/Math-v0", benchmark=c.benchmark, split="train",
                             **c.env_kwargs).unwrapped
         self.n_train = len(self.env)
-        aggregation = c.aggregation
-        if c.advantage == "dr_grpo":
-            aggregation = "seq_sum_const"
         self.grpo = GRPOConfig(
-            advantage=c.advantage, clip_eps=c.clip_eps,
-            clip_eps_high=c.clip_eps_high if c.clip == "clip_higher" else None,
-            ratio="sequence" if c.clip == "gspo" else "token", aggregation=aggregation,
-            max_len=c.max_new_tokens, kl_coef=c.kl_coef, temperature=c.temperature,
+            advantage=c.advantage, loss=c.policy_loss(), temperature=c.temperature,
             epochs=c.optim.epochs, minibatches=c.optim.minibatches,
             micro_batch_size=c.optim.micro_batch_size, max_grad_norm=c.optim.max_grad_norm)
         self.budget = Budget()

@@ -18,7 +18,7 @@ from deciplane.engine.logprobs import sequence_logprobs
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.errors import ConfigError
 from deciplane.objectives.advantages import is_degenerate_batch
-from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
+from deciplane.objectives.policy_loss import policy_loss
 from deciplane.objectives.tlm_dre import tlm_dre_loss
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.engine.checkpoint import iteration_seed
@@ -52,8 +52,7 @@ class TextPPO(Algorithm):
                                temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
         self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
-        self.ppo = PolicyLossConfig(eps_low=c.clip_eps, eps_high=c.clip_eps_high,
-                                    aggregation="token_mean")
+        self.ppo = c.loss
         self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
 
     def split_fingerprints(self) -> dict[str, str]:

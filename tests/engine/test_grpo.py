@@ -11,7 +11,7 @@ from deciplane.errors import ConfigError
 from deciplane.engine import (Budget, GRPOConfig, GRPOUpdate, forward_responses, pad_responses,
                               sample_groups)
 from deciplane.engine.optim import accumulate
-from deciplane.objectives import aggregation_share, aggregation_weights
+from deciplane.objectives import PolicyLossConfig, aggregation_share, aggregation_weights
 
 PROMPTS = ["you see a red door and a key", "the chest is open"]
 
@@ -57,7 +57,7 @@ def test_grpo_step_counts_add_up_and_moves_lora(policy):
     prompts = [policy.format_prompt(p) for p in PROMPTS]
     groups = sample_groups(policy, prompts, group_size=4, max_new_tokens=6, seed=1, budget=budget)
     _set_rewards(groups, [1, 0, 0, 1])
-    update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.01, micro_batch_size=3), budget=budget, lr=1e-2)
+    update = GRPOUpdate(policy, GRPOConfig(loss=PolicyLossConfig(kl_beta=0.01), micro_batch_size=3), budget=budget, lr=1e-2)
     before = [p.detach().clone() for p in update.optimizer.params]
     stats = update.step(groups)
     assert not stats.skipped
@@ -79,7 +79,7 @@ def test_degenerate_batch_is_skipped_without_touching_weights(policy):
     groups = sample_groups(policy, [policy.format_prompt(PROMPTS[0])], group_size=3,
                            max_new_tokens=4, seed=2, budget=budget)
     _set_rewards(groups, [1, 1, 1])
-    update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.01), budget=budget, lr=1e-2, weight_decay=0.1)
+    update = GRPOUpdate(policy, GRPOConfig(loss=PolicyLossConfig(kl_beta=0.01)), budget=budget, lr=1e-2, weight_decay=0.1)
     before = [p.detach().clone() for p in update.optimizer.params]
     stats = update.step(groups)
     assert stats.skipped
@@ -96,7 +96,8 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(policy, aggregation
     trajs = [t for g in groups for t in g]
 
     def grads(micro):
-        update = GRPOUpdate(policy, GRPOConfig(micro_batch_size=micro, aggregation=aggregation),
+        update = GRPOUpdate(policy, GRPOConfig(micro_batch_size=micro,
+                                                loss=PolicyLossConfig(aggregation=aggregation)),
                             lr=1e-3)
         adv, _ = update.advantages(trajs)
         update.optimizer.zero_grad()
@@ -129,7 +130,9 @@ def test_aggregation_share_hand_case():
 
 def test_config_errors_name_the_allowed_values():
     with pytest.raises(ConfigError, match="token_mean"):
-        GRPOConfig(aggregation="mean")
+        GRPOConfig(loss=PolicyLossConfig(aggregation="mean"))
+    with pytest.raises(ConfigError, match="must be a PolicyLossConfig"):
+        GRPOConfig(loss={"kl_beta": 0.1})
     with pytest.raises(ConfigError, match="micro_batch_size"):
         GRPOConfig(micro_batch_size=0)
     with pytest.raises(ConfigError, match="grpo"):

@@ -12,6 +12,7 @@ import torch
 from deciplane.agents import load_policy
 from deciplane.engine import Budget, GRPOConfig, GRPOUpdate, sample_groups
 from deciplane.engine.trunk import TrunkStates
+from deciplane.objectives import PolicyLossConfig
 
 PROMPTS = ["you see a red door and a key", "the chest is open"]
 
@@ -29,7 +30,7 @@ def _policy():
 
 
 def _step(policy, groups, trunk: bool, calls: list):
-    cfg = GRPOConfig(kl_coef=0.05, epochs=2, micro_batch_size=3, old_logprobs="recompute",
+    cfg = GRPOConfig(loss=PolicyLossConfig(kl_beta=0.05), epochs=2, micro_batch_size=3, old_logprobs="recompute",
                      frozen_trunk=trunk)
     update = GRPOUpdate(policy, cfg, budget=Budget(), lr=1e-3)
     made = update._trunk
@@ -79,7 +80,7 @@ def test_a_single_forward_step_builds_no_trunk_states():
     for g in groups:
         for tr, r in zip(g, [1.0, 0.0]):
             tr.turns[0].reward = r
-    update = GRPOUpdate(policy, GRPOConfig(kl_coef=0.0), budget=Budget(), lr=1e-3)
+    update = GRPOUpdate(policy, GRPOConfig(loss=PolicyLossConfig(kl_beta=0.0)), budget=Budget(), lr=1e-3)
     update._trunk = lambda: pytest.fail("one forward per sample: nothing to reuse")
     assert not update.step(groups).skipped
 

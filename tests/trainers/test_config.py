@@ -95,13 +95,64 @@ def test_missing_file_says_what_to_pass(tmp_path):
 
 
 def test_math_grpo_old_keys_and_values_load_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="beta is kl_coef"):
-        with pytest.warns(DeprecationWarning, match="aggregation=sequence is aggregation=seq_mean"):
+    with pytest.warns(DeprecationWarning, match="beta is now loss.kl_beta"):
+        with pytest.warns(DeprecationWarning, match="aggregation=sequence is now aggregation=seq_mean"):
             cfg = load_config(data={"algorithm": "math_grpo", "beta": 0.05,
                                     "aggregation": "sequence"})
-    assert cfg.kl_coef == 0.05 and cfg.aggregation == "seq_mean"
-    with pytest.raises(ConfigError, match="beta is the old name of kl_coef"):
-        load_config(data={"algorithm": "math_grpo", "beta": 0.1, "kl_coef": 0.1})
+    assert cfg.loss.kl_beta == 0.05 and cfg.loss.aggregation == "seq_mean"
+    with pytest.raises(ConfigError, match="beta is the old name of loss.kl_beta"):
+        load_config(data={"algorithm": "math_grpo", "beta": 0.1, "loss": {"kl_beta": 0.1}})
+    with pytest.warns(DeprecationWarning, match="kl_coef is now loss.kl_beta"):
+        assert load_config(data={"algorithm": "math_grpo", "kl_coef": 0.2}).loss.kl_beta == 0.2
+
+
+@pytest.mark.parametrize("clip, high, eps_high, ratio", [
+    ("symmetric", 0.3, None, "token"), ("clip_higher", None, 0.28, "token"),
+    ("clip_higher", 0.3, 0.3, "token"), ("gspo", 0.3, None, "sequence")])
+def test_math_grpo_clip_choice_of_0_2_maps_onto_the_loss(clip, high, eps_high, ratio):
+    data = {"algorithm": "math_grpo", "clip": clip, "clip_eps": 0.1}
+    if high is not None:
+        data["clip_eps_high"] = high
+    with pytest.warns(DeprecationWarning, match="clip_eps_high are now loss.eps_high"):
+        cfg = load_config(data=data)
+    assert (cfg.loss.eps_low, cfg.loss.eps_high, cfg.loss.ratio) == (0.1, eps_high, ratio)
+    with pytest.raises(ConfigError, match="'symmetric', 'clip_higher', 'gspo'"):
+        load_config(data={"algorithm": "math_grpo", "clip": "dapo"})
+
+
+def test_math_grpo_loss_as_the_update_uses_it():
+    """The embedded loss goes to the update as it is, except the two rules of the
+    trainer: max_len defaults to the generation limit, dr_grpo sums over it."""
+    from deciplane.trainers.math_grpo import MathGRPO  # noqa: F401  (the trainer reads it)
+
+    cfg = load_config(data={"algorithm": "math_grpo", "max_new_tokens": 20,
+                            "loss": {"eps_high": 0.28, "kl_beta": 0.01}})
+    loss = cfg.policy_loss()
+    assert (loss.eps_low, loss.eps_high, loss.kl_beta, loss.aggregation, loss.max_len) == (
+        0.2, 0.28, 0.01, "token_mean", 20)
+    dr = load_config(data={"algorithm": "math_grpo", "advantage": "dr_grpo"}).policy_loss()
+    assert (dr.aggregation, dr.max_len) == ("seq_sum_const", 24)
+
+
+def test_text_ppo_loss_section_and_its_old_keys():
+    cfg = load_config("configs/text_ppo.yaml")
+    assert (cfg.loss.eps_low, cfg.loss.eps_high, cfg.loss.aggregation) == (0.2, None, "token_mean")
+    with pytest.warns(DeprecationWarning, match="clip_eps_high is now loss.eps_high"):
+        old = load_config(data={"algorithm": "text_ppo", "clip_eps": 0.1, "clip_eps_high": 0.3})
+    assert (old.loss.eps_low, old.loss.eps_high) == (0.1, 0.3)
+    with pytest.raises(ConfigError, match="no reference model"):
+        load_config(data={"algorithm": "text_ppo", "loss": {"kl_beta": 0.1}})
+    with pytest.raises(ConfigError, match="loss.aggregation: token_mean"):
+        load_config(data={"algorithm": "text_ppo", "loss": {"aggregation": "seq_mean"}})
+
+
+def test_no_shipped_config_uses_an_old_key(recwarn):
+    import warnings
+
+    for path in sorted(Path("configs").glob("*.yaml")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            load_config(path)
 
 
 def test_tlm_dre_section_is_the_loss_config_and_alpha_neg_default_is_the_shipped_one():
@@ -128,7 +179,7 @@ def test_rlid_section_is_the_loss_config_and_old_top_level_keys_still_load():
     cfg = load_config("configs/quickstart.yaml")
     assert isinstance(cfg.rlid, RLiDLossConfig)
     assert (cfg.rlid.eps_low, cfg.rlid.bias_control, cfg.rlid.beta_menu) == (0.2, "menu_kl", 0.01)
-    with pytest.warns(DeprecationWarning, match="clip_eps is rlid.eps_low"):
+    with pytest.warns(DeprecationWarning, match="clip_eps is now rlid.eps_low"):
         old = load_config(data={"algorithm": "rlid_ppo", "clip_eps": 0.3, "bias_control": "entropy",
                                 "rlid": {"entropy_coef": 0.05}},
                           overrides=["beta_menu=0.02"])
@@ -159,4 +210,5 @@ def test_a_config_yaml_written_by_0_1_loads_to_the_same_options(name, tmp_path):
     if "clip_eps: 0.2\nclip_eps_high: null" in raw:
         assert (new.rlid.eps_low, new.rlid.eps_high, new.rlid.bias_control) == (0.2, None, "menu_kl")
     else:
-        assert (new.kl_coef, new.aggregation) == (0.0, "token_mean")
+        assert (new.loss.kl_beta, new.loss.aggregation, new.loss.eps_high) == (0.0, "token_mean",
+                                                                                None)
