@@ -67,6 +67,26 @@ def default_config(method: str) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cls()), default=str))
 
 
+def is_default_config(method: str, config: dict | None) -> bool:
+    """Whether a recorded ``config`` reads (through the one config loader, old option names
+    included) as the adapter's defaults today."""
+    import warnings
+
+    from deciplane.adapt.runner import ADAPTERS
+    from deciplane.config import from_dict
+    from deciplane.errors import ConfigError
+
+    if not isinstance(config, dict):
+        return False
+    cls = ADAPTERS[method].Config
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # old names, as recorded
+            return from_dict(cls, config) == cls()
+    except ConfigError:
+        return False
+
+
 def same_behaviour_digests(digest: str) -> set[str]:
     """``digest`` and the earlier digests whose code behaves the same: a refactoring that
     changed the sources but not one metric or parameter hash of the behaviour snapshot
@@ -88,7 +108,7 @@ def committed_run(name: str, method: str, digest: str) -> dict | None:
         return None
     meta = json.loads(m.read_text())
     if meta.get("code_digest") not in same_behaviour_digests(digest) \
-            or meta.get("config") != default_config(method):
+            or not is_default_config(method, meta.get("config")):
         return None
     return json.loads(s.read_text())
 
@@ -112,7 +132,7 @@ def existing_run(method: str, bench: str, seed: int, runs: Path, digest: str) ->
     local = runs / name / "summary.json"
     if s is None and local.is_file():
         s = json.loads(local.read_text())
-        if s.get("config") != default_config(method):
+        if not is_default_config(method, s.get("config")):
             s = None                                      # made with other options
     return s
 

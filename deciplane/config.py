@@ -17,7 +17,7 @@ import textwrap
 import types
 import typing
 import warnings
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -97,15 +97,29 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
         raise ConfigError(f"unknown option(s) {', '.join(prefix + u for u in unknown)}; "
                           f"allowed in {prefix.rstrip('.') or 'this section'}: {', '.join(names)}")
     kwargs = {}
-    for name in names:
-        if name in raw:
-            kwargs[name] = coerce(hints[name], raw[name], prefix + name)
+    for f in fields(cls):
+        if f.name in raw:
+            value = _onto_own_default(f, hints[f.name], raw[f.name])
+            kwargs[f.name] = coerce(hints[f.name], value, prefix + f.name)
     obj = cls(**kwargs)
     check_options(obj, prefix)
     check = getattr(obj, "check", None)
     if callable(check):  # the section's own cross-field rules
         check(prefix)
     return obj
+
+
+def _onto_own_default(f: Any, tp: Any, value: Any) -> Any:
+    """A section given in part starts from the field's own default where that differs from
+    the section class's (``loss: PolicyLossConfig(kl_beta=0.001)`` in TTRL: ``loss.eps_low``
+    alone keeps kl_beta 0.001)."""
+    factory = f.default_factory
+    if not (is_dataclass(tp) and isinstance(value, dict) and factory is not MISSING):
+        return value
+    default = factory()
+    if default == tp():
+        return value
+    return deep_merge(asdict(default), value)
 
 
 def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:

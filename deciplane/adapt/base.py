@@ -16,6 +16,7 @@ the run.
 
 from __future__ import annotations
 
+import dataclasses
 import copy
 import logging
 import math
@@ -143,13 +144,27 @@ class AdaptConfig:
 
     @classmethod
     def paper(cls, **overrides: Any):
-        """The config with the paper's values (far too large for a CPU), plus overrides."""
-        return cls(**{**cls.PAPER, **overrides})
+        """The config with the paper's values (far too large for a CPU), plus overrides.
+        ``PAPER`` keys are dotted where the value sits in the embedded loss config
+        (``"loss.lam"``)."""
+        from deciplane.config import from_dict, set_dotted
+
+        raw: dict[str, Any] = {}
+        for key, value in cls.PAPER.items():
+            set_dotted(raw, key, value)
+        config = from_dict(cls, raw, f"{cls.__name__}.")
+        return dataclasses.replace(config, **overrides) if overrides else config
 
     def changed_from_paper(self) -> dict[str, dict[str, Any]]:
-        """``{field: {"paper": value, "used": value}}`` for every paper value not used."""
-        return {k: {"paper": v, "used": getattr(self, k)} for k, v in self.PAPER.items()
-                if getattr(self, k) != v}
+        """``{option: {"paper": value, "used": value}}`` for every paper value not used."""
+        used = {k: _dotted_get(self, k) for k in self.PAPER}
+        return {k: {"paper": v, "used": used[k]} for k, v in self.PAPER.items() if used[k] != v}
+
+
+def _dotted_get(obj: Any, key: str) -> Any:
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 # ---------------------------------------------------------------------------------------

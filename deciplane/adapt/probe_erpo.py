@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import ast
 import random
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Hashable, Literal, Sequence
+from typing import Any, ClassVar, Hashable, Sequence
 
 import torch
 
@@ -312,22 +313,16 @@ class ProbeERPOConfig(AdaptConfig):
     """Memory limit of one candidate's sandbox run."""
     backend: str = "auto"
     """Sandbox backend (auto = the strongest available)."""
-    fraction: float = 0.5
-    """Rank mask: candidates below this PCR quantile get a negative advantage (0.5 = below the median)."""
-    advantage: Literal["constant", "margin"] = "constant"
-    """Negative advantage: -1 (constant) or PCR_i - threshold (margin)."""
-    reinforce_top: bool = False
-    """Also reinforce the largest cluster positively (hackable by spurious consensus; off by default)."""
+    loss: ERPOLossConfig = field(default_factory=ERPOLossConfig)
+    """The ERPO loss, used as it is (docs/methods.md §5.4): fraction (candidates below this PCR quantile get a negative advantage; 0.5 = below the median), advantage (`constant` -1 or `margin` PCR_i - threshold), reinforce_top (also reinforce the largest cluster positively: hackable by spurious consensus, off), eps_low / eps_high (PPO ratio clip, 0.2 each), alpha and h_max (the entropy ceiling alpha * relu(H - H_max), nats). 0.2's fraction, advantage, reinforce_top, clip_eps (both sides), entropy_alpha, entropy_max still load, with a warning."""
     penalize_invalid: bool = True
     """Candidates without code or failing on every probe count as PCR 0 (ours)."""
-    clip_eps: float = 0.2
-    """PPO ratio clip (both sides)."""
-    entropy_alpha: float = 1.0
-    """alpha of the entropy ceiling alpha * relu(H - H_max)."""
-    entropy_max: float = 1.0
-    """H_max, nats (mean token entropy of the candidates)."""
 
     PAPER: ClassVar[dict[str, Any]] = {}
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "fraction": "loss.fraction", "advantage": "loss.advantage",
+        "reinforce_top": "loss.reinforce_top", "entropy_alpha": "loss.alpha",
+        "entropy_max": "loss.h_max"}
 
     def validate(self) -> None:
         super().validate()
@@ -337,12 +332,25 @@ class ProbeERPOConfig(AdaptConfig):
                               "probes need at least one source")
         if not self.probe_timeout_s > 0 or self.memory_mb < 32:
             raise ConfigError(f"{n}.probe_timeout_s must be > 0 and memory_mb >= 32")
-        self.loss_config()
 
-    def loss_config(self) -> ERPOLossConfig:
-        return ERPOLossConfig(fraction=self.fraction, advantage=self.advantage,
-                          reinforce_top=self.reinforce_top, eps_low=self.clip_eps,
-                          eps_high=self.clip_eps, alpha=self.entropy_alpha, h_max=self.entropy_max)
+    @staticmethod
+    def legacy_options(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        """0.2's ``clip_eps`` clipped both sides: it is ``loss.eps_low`` and
+        ``loss.eps_high``."""
+        if "clip_eps" not in raw:
+            return raw
+        out = dict(raw)
+        eps = out.pop("clip_eps")
+        warnings.warn(f"config option {prefix}clip_eps is now {prefix}loss.eps_low and "
+                      f"{prefix}loss.eps_high (the old name goes away in the next release)",
+                      DeprecationWarning, stacklevel=4)
+        loss = dict(out.get("loss") or {})
+        if "eps_low" in loss or "eps_high" in loss:
+            raise ConfigError(f"{prefix}clip_eps is the old name of {prefix}loss.eps_low and "
+                              f"{prefix}loss.eps_high; give only those")
+        loss.update(eps_low=eps, eps_high=eps)
+        out["loss"] = loss
+        return out
 
 
 @dataclass
@@ -370,7 +378,7 @@ class ProbeERPO(BaseAdapter):
 
         super().__init__(policy, config, progress)
         cfg = self.config
-        self.loss_cfg = cfg.loss_config()
+        self.loss_cfg = cfg.loss
         self.optimizer = Optimizer(policy.trainable_parameters(), lr=cfg.lr,
                                    weight_decay=cfg.weight_decay,
                                    max_grad_norm=cfg.max_grad_norm, budget=self.budget)

@@ -23,8 +23,7 @@ import json
 import math
 import os
 import time
-import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -51,14 +50,13 @@ DEFAULT_BENCHMARK = "products-1d"
 def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = None) -> AdaptConfig:
     """The adapter's config from ``key=value`` strings (values parsed as YAML and coerced
     to the field's type). ``preset=paper`` starts from the paper's values."""
-    from deciplane.config import coerce, parse_override
+    from deciplane.config import (apply_aliases, deep_merge, from_dict, parse_override,
+                                  set_dotted)
 
     if method not in ADAPTERS:
         raise ConfigError(f"unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")
     cls = ADAPTERS[method].Config
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in fields(cls)]
-    values: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
     paper = False
     for item in overrides:
         key, value = parse_override(item)
@@ -67,12 +65,16 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
                 raise ConfigError(f"preset={value!r} is not known; use preset=paper or preset=cpu")
             paper = value == "paper"
             continue
-        if key not in names:
-            raise ConfigError(f"unknown option {key!r} for {method}; allowed: {', '.join(names)}, preset")
-        values[key] = coerce(hints[key], value, key)
+        set_dotted(raw, key, value)
     if seed is not None:
-        values["seed"] = seed
-    return cls.paper(**values) if paper else cls(**values)
+        raw["seed"] = seed
+    if paper:      # the paper's values, then the options given (old names read first)
+        base: dict[str, Any] = {}
+        for key, value in cls.PAPER.items():
+            set_dotted(base, key, value)
+        legacy = getattr(cls, "legacy_options", None)
+        raw = deep_merge(base, apply_aliases(cls, legacy(raw) if legacy else raw))
+    return from_dict(cls, raw)   # unknown options, old names, types, ranges: the one loader
 
 
 def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, seed: int | None,

@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Sequence
 
@@ -52,8 +52,8 @@ from torch import nn
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.options import option
-from deciplane.objectives.tasco import (mean_entropy, random_perturbation, sam_perturbation,
-                                        tasco_loss)
+from deciplane.objectives.tasco import (TASCOLossConfig, mean_entropy, random_perturbation,
+                                        sam_perturbation, tasco_loss)
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
@@ -169,16 +169,9 @@ class TASCOConfig(AdaptConfig):
     """Text whose first m tokens initialise the prefix (prefix_init=text; repeated if shorter)."""
     prefix_init_std: float = option(0.02, ge=0)
     """Std of the random initialisation (prefix_init=random)."""
-    mu: float = option(1.0, ge=0)
-    """Weight of the instability KL (0 = confidence only: entropy minimisation, no perturbed forwards)."""
-    perturbation: Literal["random", "sam"] = "random"
-    """`random`: Gaussian noise on the prefix, averaged over n_draws; `sam`: one worst-case step of radius rho along the normalised entropy gradient."""
-    sigma: float = option(0.05, ge=0)
-    """Std of the random perturbation of the prefix parameters."""
-    n_draws: int = option(2, ge=1)
-    """Random perturbation draws averaged per step (sam uses one)."""
-    rho: float = option(0.5, ge=0)
-    """Radius of the SAM perturbation (global L2 norm over the prefix)."""
+    loss: TASCOLossConfig = field(
+        default_factory=lambda: TASCOLossConfig(sigma=0.05, rho=0.5))
+    """The TASCO loss, used as it is: mu, the weight of the instability KL (0 = confidence only: entropy minimisation, no perturbed forwards); perturbation, `random` (Gaussian noise on the prefix with std sigma, averaged over n_draws) or `sam` (one worst-case step of radius rho, global L2 norm over the prefix, along the normalised entropy gradient). Defaults ours: mu 1.0, random, sigma 0.05, n_draws 2, rho 0.5. 0.2's mu, perturbation, sigma, n_draws, rho still load, with a warning."""
     samples: int = option(2, ge=1)
     """Answers sampled per prompt per step to define the answer positions."""
     lr: float = 1e-2
@@ -187,6 +180,8 @@ class TASCOConfig(AdaptConfig):
     """Ignored by TASCO (the base model is frozen; only the prefix trains)."""
 
     PAPER: ClassVar[dict[str, Any]] = {}
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        name: f"loss.{name}" for name in ("mu", "perturbation", "sigma", "n_draws", "rho")}
     NOTE: ClassVar[str] = ("TASCO here is paper-inspired: the loss (entropy + mu * KL under prefix "
                            "perturbations) follows the paper's idea, every parameter value and the "
                            "SAM direction (entropy gradient) are ours")
@@ -196,7 +191,8 @@ class TASCOConfig(AdaptConfig):
 
     def variant(self) -> str:
         """The run's label: ``confidence-only`` when mu = 0, else the perturbation."""
-        return "confidence-only (mu=0)" if self.mu == 0 else f"{self.perturbation} perturbation"
+        loss = self.loss
+        return "confidence-only (mu=0)" if loss.mu == 0 else f"{loss.perturbation} perturbation"
 
 
 # ---------------------------------------------------------------------------------------
@@ -460,22 +456,23 @@ class TASCO(BaseAdapter):
             clean = logits()
             n_fwd = 1
             h = mean_entropy(clean, mask)
-            if cfg.mu == 0:
+            spec = cfg.loss    # the loss config
+            if spec.mu == 0:
                 loss, d = h, torch.zeros(())
             else:
-                if cfg.perturbation == "sam":
+                if spec.perturbation == "sam":
                     with self.budget.phase("backward"):
                         (g,) = torch.autograd.grad(h, [self.prefix.weight], retain_graph=True)
                     self.budget.backward_tokens += n_tok
                     self.budget.backward_passes += 1
-                    eps_list = sam_perturbation([g], cfg.rho)
+                    eps_list = sam_perturbation([g], spec.rho)
                 else:
-                    eps_list = [random_perturbation([self.prefix.weight], cfg.sigma, self._gen)[0]
-                                for _ in range(cfg.n_draws)]
+                    eps_list = [random_perturbation([self.prefix.weight], spec.sigma, self._gen)[0]
+                                for _ in range(spec.n_draws)]
                     eps_list = [e.to(dev) for e in eps_list]
                 perturbed = [logits(e) for e in eps_list]
                 n_fwd += len(perturbed)
-                out = tasco_loss(clean, perturbed, mask, cfg.mu)
+                out = tasco_loss(clean, perturbed, mask, spec.mu)
                 loss, d = out.loss, torch.tensor(out.metrics["tasco/consistency_kl"])
             return MicroLoss(task=loss, tokens=n_tok * n_fwd,
                              metrics={"tasco/entropy": float(h.detach()),

@@ -31,7 +31,7 @@ sampling temperature. Reference (paper): Qwen3-1.7B 38.0 -> 45.2 (TTRL 40.2).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Sequence
 
 import torch
@@ -57,10 +57,8 @@ class TTPOConfig(AdaptConfig):
     """K: responses sampled per prompt for the vote (paper: 64); named as TTRL's N."""
     train_samples: int = 4
     """K_train: samples per prompt trained on, balanced P/N when possible (paper: 8)."""
-    lam: float = 10.0
-    """lambda, weight of the disagree-branch loss L_N (paper: 0.1; at 0.1 the agree branch's self-distillation outweighs the RL on confident errors and SmolLM2-135M collapsed, docs/methods.md §5.2)."""
-    entropy_clip_quantile: float = 0.98
-    """The student entropy is clipped at this per-sample quantile before normalisation (paper: 0.98)."""
+    loss: TTPOLossConfig = field(default_factory=lambda: TTPOLossConfig(lam=10.0))
+    """The TTPO loss, used as it is: lam, the weight of the disagree-branch loss L_N (ours 10.0, paper 0.1: at 0.1 the agree branch's self-distillation outweighs the RL on confident errors and SmolLM2-135M collapsed, docs/methods.md §5.2), and entropy_clip_quantile, where the student entropy is clipped per sample before normalisation (paper: 0.98). 0.2's lam, entropy_clip_quantile still load, with a warning."""
     teacher: Literal["current", "frozen_base"] = "current"
     """Teacher of the agree branch: the current policy (no grad) or the frozen initial policy (LoRA adapters off)."""
     hint_template: str = "answer: {answer}"
@@ -70,9 +68,11 @@ class TTPOConfig(AdaptConfig):
     branches: Literal["both", "agree", "disagree"] = "both"
     """Which branches train (an ablation switch, ours): `agree` = self-distillation only, `disagree` = the RL on confident errors only; `both` is TTPO."""
 
-    PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 8, "lam": 0.1,
-                                       "entropy_clip_quantile": 0.98, "teacher": "current",
+    PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 8, "loss.lam": 0.1,
+                                       "loss.entropy_clip_quantile": 0.98, "teacher": "current",
                                        "support_top_p": None}
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "lam": "loss.lam", "entropy_clip_quantile": "loss.entropy_clip_quantile"}
 
     def validate(self) -> None:
         super().validate()
@@ -82,7 +82,6 @@ class TTPOConfig(AdaptConfig):
         if "{answer}" not in self.hint_template:
             raise ConfigError("TTPOConfig.hint_template must contain '{answer}' (where the "
                               "majority answer goes), e.g. 'answer: {answer}'")
-        TTPOLossConfig(lam=self.lam, entropy_clip_quantile=self.entropy_clip_quantile)
 
 
 def balanced_selection(agree: Sequence[bool], k: int) -> list[int]:
@@ -111,7 +110,7 @@ class TTPO(BaseAdapter):
     def __init__(self, policy, config: TTPOConfig | None = None, progress=None):
         super().__init__(policy, config, progress)
         cfg = self.config
-        self.loss_cfg = TTPOLossConfig(lam=cfg.lam, entropy_clip_quantile=cfg.entropy_clip_quantile)
+        self.loss_cfg = cfg.loss
         self.optimizer = Optimizer(policy.trainable_parameters(), lr=cfg.lr,
                                    weight_decay=cfg.weight_decay,
                                    max_grad_norm=cfg.max_grad_norm, budget=self.budget)

@@ -20,7 +20,7 @@ label and reward accuracy are computed by the held-out scorer after the run.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
@@ -42,18 +42,16 @@ class TTRLConfig(AdaptConfig):
     """N: responses sampled per prompt for the majority vote (paper: 64)."""
     train_samples: int = 4
     """k: the first k of the N samples are trained on (paper: 32)."""
-    clip_eps: float = option(0.2, ge=0, lt=1)
-    """PPO/GRPO ratio clip (paper: 0.2)."""
-    kl_coef: float = option(0.001, ge=0)
-    """k3 KL coefficient to the initial model (paper: 0.001)."""
-    aggregation: Literal["token_mean", "seq_mean"] = "token_mean"
-    """Loss aggregation (paper: token_mean)."""
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
     """Group advantage estimator (paper: grpo)."""
+    loss: PolicyLossConfig = field(default_factory=lambda: PolicyLossConfig(kl_beta=0.001))
+    """The GRPO loss, used as it is (default: eps_low 0.2, token_mean, k3 KL to the initial model with kl_beta 0.001: the paper's values). 0.2's clip_eps, kl_coef, aggregation still load, with a warning."""
 
-    PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 32, "clip_eps": 0.2,
-                                       "kl_coef": 0.001, "aggregation": "token_mean",
+    PAPER: ClassVar[dict[str, Any]] = {"votes": 64, "train_samples": 32, "loss.eps_low": 0.2,
+                                       "loss.kl_beta": 0.001, "loss.aggregation": "token_mean",
                                        "advantage": "grpo", "finetune": "full"}
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "clip_eps": "loss.eps_low", "kl_coef": "loss.kl_beta", "aggregation": "loss.aggregation"}
 
     def validate(self) -> None:
         super().validate()
@@ -64,9 +62,7 @@ class TTRLConfig(AdaptConfig):
             raise ConfigError("advantage='rloo' needs train_samples >= 2 (leave-one-out baseline)")
 
     def grpo(self) -> GRPOConfig:
-        loss = PolicyLossConfig(eps_low=self.clip_eps, aggregation=self.aggregation,
-                                kl_beta=self.kl_coef, kl_estimator="k3")
-        return GRPOConfig(advantage=self.advantage, loss=loss, temperature=self.temperature,
+        return GRPOConfig(advantage=self.advantage, loss=self.loss, temperature=self.temperature,
                           micro_batch_size=self.micro_batch_size,
                           max_grad_norm=self.max_grad_norm)
 

@@ -120,7 +120,7 @@ def _command(method: str):
 
 def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo, tasco or probe-erpo")) -> None:
     """List an adapter's options (for --set), their defaults and the paper values."""
-    from dataclasses import fields
+    from dataclasses import fields, is_dataclass
 
     from deciplane.adapt.runner import ADAPTERS
     from deciplane.config import field_docs
@@ -132,9 +132,16 @@ def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo, tasco or pro
     docs = field_docs(cls)
     default = cls()
     for f in fields(cls):
-        paper = f"  [paper: {cls.PAPER[f.name]!r}]" if f.name in cls.PAPER else ""
-        console.print(f"{f.name} = {getattr(default, f.name)!r}{paper}\n"
-                      f"    {docs.get(f.name, '')}", highlight=False, soft_wrap=True, markup=False)
+        value = getattr(default, f.name)
+        rows = [(f.name, value, docs.get(f.name, ""))]
+        if is_dataclass(value):   # an embedded loss config: one line per option
+            inner = field_docs(type(value))
+            rows = [(f"{f.name}.{g.name}", getattr(value, g.name), inner.get(g.name, ""))
+                    for g in fields(value)]
+        for name, v, doc in rows:
+            paper = f"  [paper: {cls.PAPER[name]!r}]" if name in cls.PAPER else ""
+            console.print(f"{name} = {v!r}{paper}\n    {doc}", highlight=False,
+                          soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

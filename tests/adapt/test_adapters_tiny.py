@@ -65,10 +65,11 @@ def test_configs_validate_with_clear_errors():
     with pytest.raises(ConfigError, match="'current', 'frozen_base'"):
         TTPOConfig(teacher="other")
     paper = TTRLConfig.paper()
-    assert (paper.votes, paper.train_samples, paper.clip_eps, paper.kl_coef) == (64, 32, 0.2, 0.001)
+    assert (paper.votes, paper.train_samples, paper.loss.eps_low, paper.loss.kl_beta) == (
+        64, 32, 0.2, 0.001)
     assert paper.changed_from_paper() == {}
     assert TTRLConfig().changed_from_paper()["votes"] == {"paper": 64, "used": 8}
-    assert TTPOConfig.paper().lam == 0.1 and TTPOConfig.paper().votes == 64
+    assert TTPOConfig.paper().loss.lam == 0.1 and TTPOConfig.paper().votes == 64
 
 
 def test_adapter_rejects_labeled_inputs(tiny_settings):
@@ -123,3 +124,24 @@ def test_compute_dtype_autocasts_a_full_finetune(tasks, tiny_settings):
     ad.run(tasks)
     assert any(not torch.equal(b, p) for b, p in zip(before, policy.model.parameters()))
     assert all(p.dtype == torch.float32 for p in policy.model.parameters())
+
+
+def test_each_adapter_embeds_its_loss_config_and_old_options_still_load():
+    from deciplane.adapt.runner import build_config
+    from deciplane.objectives import (PolicyLossConfig, TASCOLossConfig, TTPOLossConfig)
+
+    ttrl, ttpo, tasco = build_config("ttrl"), build_config("ttpo"), build_config("tasco")
+    assert ttrl.loss == PolicyLossConfig(kl_beta=0.001) and ttrl.grpo().loss is ttrl.loss
+    assert ttpo.loss == TTPOLossConfig(lam=10.0)
+    assert tasco.loss == TASCOLossConfig(sigma=0.05, rho=0.5)
+    # a section given in part starts from the adapter's own default, not the class's
+    assert build_config("ttrl", ["loss.eps_low=0.1"]).loss == PolicyLossConfig(eps_low=0.1,
+                                                                                kl_beta=0.001)
+    with pytest.warns(DeprecationWarning, match="kl_coef is now loss.kl_beta"):
+        old = build_config("ttrl", ["kl_coef=0.0", "clip_eps=0.1", "preset=paper"])
+    assert (old.loss.kl_beta, old.loss.eps_low, old.votes) == (0.0, 0.1, 64)
+    with pytest.warns(DeprecationWarning, match="lam is now loss.lam"):
+        assert build_config("ttpo", ["lam=0.5"]).loss.lam == 0.5
+    with pytest.warns(DeprecationWarning, match="mu is now loss.mu"):
+        assert build_config("tasco", ["mu=0"]).variant() == "confidence-only (mu=0)"
+    assert TTPOConfig().changed_from_paper()["loss.lam"] == {"paper": 0.1, "used": 10.0}

@@ -51,7 +51,7 @@ def test_adapt_rejects_unknown_options(tmp_path):
     res = CliRunner().invoke(app, ["adapt", "ttrl", "--model", "deciplane/tiny", "--limit", "2",
                                    "--run-dir", str(tmp_path), "--set", "bogus=1"])
     assert res.exit_code == 2
-    assert "unknown option 'bogus'" in res.output and "votes" in res.output
+    assert "unknown option(s) bogus" in res.output and "votes" in res.output
 
 
 def test_adapt_options_lists_paper_values():

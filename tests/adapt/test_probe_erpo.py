@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from deciplane.adapt import ProbeERPO, ProbeERPOConfig
+from deciplane.adapt.runner import build_config
 from deciplane.adapt.probe_erpo import (consensus_choice, consensus_pcr, fuzz_probes,
                                         is_valid_signature, merge_probes, parse_model_probes,
                                         parse_signature, probe_prompt)
@@ -121,7 +122,7 @@ def test_collapsed_consensus_gets_no_gradient_and_no_positive_reward():
     bad = consensus_pcr([("!define:SyntaxError",)] * 4, [False] * 4)
     assert erpo_advantages(bad, reinforce_top=True).tolist() == [0.0] * 4
     # reinforce_top off by default in the adapter config
-    assert ProbeERPOConfig().reinforce_top is False and ProbeERPOConfig().loss_config().reinforce_top is False
+    assert ProbeERPOConfig().loss.reinforce_top is False
 
 
 def test_entropy_ceiling_in_the_loss_hand_computed():
@@ -186,7 +187,11 @@ def test_config_validation_and_non_code_tasks():
     with pytest.raises(ConfigError, match="both 0"):
         ProbeERPOConfig(fuzz_probes=0, model_probe_samples=0)
     with pytest.raises(ConfigError, match="'constant', 'margin'"):
-        ProbeERPOConfig(advantage="rank")
+        ProbeERPOConfig(loss=ERPOLossConfig(advantage="rank"))
+    with pytest.warns(DeprecationWarning, match="clip_eps is now loss.eps_low and loss.eps_high"):
+        old = build_config("probe-erpo", ["clip_eps=0.3", "entropy_max=2.0", "fraction=0.25"])
+    assert (old.loss.eps_low, old.loss.eps_high, old.loss.h_max, old.loss.fraction) == (
+        0.3, 0.3, 2.0, 0.25)
     ad = ProbeERPO(load_policy("deciplane/tiny"), ProbeERPOConfig(**TINY))
     with pytest.raises(ConfigError, match="entry_point"):
         ad.run([UnlabeledTask("a", "What is 2 + 2?", {})])

@@ -14,6 +14,7 @@ from deciplane.adapt.tasco import (TASCO, PrefixModel, TASCOConfig, best_of_n_in
                                    forward_token_equivalents, instability, prefix_cache,
                                    weights_sha256)
 from deciplane.agents import load_policy
+from deciplane.objectives import TASCOLossConfig
 from deciplane.agents.policy import left_pad, position_ids_from_mask
 from deciplane.objectives.tasco import sam_perturbation
 from deciplane.engine.budget import Budget
@@ -163,7 +164,7 @@ def test_instability_is_zero_without_perturbation_and_grows_with_sigma():
 
 def test_sigma_zero_gives_zero_instability_and_sam_steps_have_norm_rho():
     policy = load_policy("deciplane/tiny")
-    adapter = TASCO(policy, TASCOConfig(**{**TINY, "max_steps": 1}, sigma=0.0))
+    adapter = TASCO(policy, TASCOConfig(**{**TINY, "max_steps": 1}, loss=TASCOLossConfig(sigma=0.0)))
     adapter.run(_tasks(2))
     assert adapter.records.history[0]["tasco/instability"] == 0.0
     assert adapter.records.history[0]["tasco/entropy"] > 0
@@ -176,21 +177,23 @@ def test_sigma_zero_gives_zero_instability_and_sam_steps_have_norm_rho():
         (eps,) = sam_perturbation([g], rho)
         assert float(eps.norm()) == pytest.approx(rho, rel=1e-5)
     sam = TASCO(load_policy("deciplane/tiny"),
-                TASCOConfig(**{**TINY, "max_steps": 1}, perturbation="sam", rho=0.5))
+                TASCOConfig(**{**TINY, "max_steps": 1},
+                            loss=TASCOLossConfig(perturbation="sam", rho=0.5)))
     sam.run(_tasks(2))
     assert sam.records.history[0]["tasco/instability"] > 0
     assert sam.config.variant() == "sam perturbation"
 
 
 def test_confidence_only_runs_without_perturbed_forwards_and_is_labelled():
-    cfg = TASCOConfig(**{**TINY, "max_steps": 1}, mu=0.0)
+    cfg = TASCOConfig(**{**TINY, "max_steps": 1}, loss=TASCOLossConfig(mu=0.0))
     assert cfg.variant() == "confidence-only (mu=0)"
     adapter = TASCO(load_policy("deciplane/tiny"), cfg)
     adapter.run(_tasks(2))
     h = adapter.records.history[0]
     assert h["tasco/instability"] == 0.0 and h["loss/total"] == pytest.approx(h["tasco/entropy"])
     assert adapter.budget.forward_passes == 1       # 4 answers, one micro-batch, no perturbed forward
-    rnd = TASCO(load_policy("deciplane/tiny"), TASCOConfig(**{**TINY, "max_steps": 1}, n_draws=3))
+    rnd = TASCO(load_policy("deciplane/tiny"), TASCOConfig(**{**TINY, "max_steps": 1},
+                                                       loss=TASCOLossConfig(sigma=0.05, n_draws=3)))
     rnd.run(_tasks(2))
     assert rnd.budget.forward_passes == 4           # clean + 3 draws
     assert rnd.budget.backward_tokens == rnd.budget.forward_tokens   # one backward through all 4
@@ -233,7 +236,7 @@ def test_config_errors_name_the_field():
     with pytest.raises(ConfigError, match="num_virtual_tokens"):
         TASCOConfig(num_virtual_tokens=0)
     with pytest.raises(ConfigError, match="perturbation"):
-        TASCOConfig(perturbation="gaussian")
+        TASCOConfig(loss=TASCOLossConfig(perturbation="gaussian"))
     policy = load_policy("deciplane/tiny")
     policy.add_lora(r=2, alpha=4)
     with pytest.raises(ConfigError, match="without LoRA"):
@@ -248,7 +251,7 @@ def test_cli_tasco_on_a_reasoning_gym_family_writes_summary(tmp_path):
         "adapt", "tasco", "--benchmark", "rg:chain_sum", "--benchmark-arg", "max_terms=2",
         "--benchmark-arg", "max_digits=1", "--model", "deciplane/tiny", "--limit", "4",
         "--threads", "1", "--run-dir", str(out), "--set", "max_new_tokens=6",
-        "--set", "prompts_per_step=2", "--set", "max_steps=2", "--set", "perturbation=sam"])
+        "--set", "prompts_per_step=2", "--set", "max_steps=2", "--set", "loss.perturbation=sam"])
     assert res.exit_code == 0, res.output
     s = json.loads((out / "summary.json").read_text())
     assert s["method"] == "tasco" and s["variant"] == "sam perturbation"

@@ -11,6 +11,7 @@ import deciplane.adapt.ttrl as ttrl_mod
 from deciplane.adapt import TTRL, TTRLConfig
 from deciplane.adapt.base import vote
 from deciplane.agents import load_policy
+from deciplane.objectives import PolicyLossConfig
 from deciplane.types import UnlabeledTask
 
 TASKS = [UnlabeledTask(id=f"t{i}", prompt=f"you see {i} keys") for i in range(2)]
@@ -47,7 +48,7 @@ def test_rewards_follow_the_majority_cluster(monkeypatch, tiny_settings):
 
 def test_all_invalid_prompts_are_skipped_without_update(monkeypatch, tiny_settings):
     _fixed_answers(monkeypatch, [None, "", None, None, ""])
-    ad = _adapter(tiny_settings, kl_coef=0.0, weight_decay=0.1)
+    ad = _adapter(tiny_settings, loss=PolicyLossConfig(kl_beta=0.0), weight_decay=0.1)
     before = [p.detach().clone() for p in ad.update.optimizer.params]
     ad.run(TASKS)
     assert ad.records.skipped_prompts == 2
