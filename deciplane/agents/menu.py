@@ -27,7 +27,8 @@ import torch
 
 from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alphabet
 from deciplane.agents.policy import (Policy, capture_hidden, capture_layer_input, decoder_layers,
-                                     left_pad, position_ids_from_mask, truncated_decoder)
+                                     left_pad, position_ids_from_mask, truncated_decoder,
+                                     unpad_left)
 from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_lines, menu_user_text
 from deciplane.agents.readout import (ITEM_HEAD_NAME, ItemHead, check_readout, entry_char_spans,
                                       item_logits, token_spans)
@@ -412,8 +413,7 @@ def rows_from_captures(caps: list[torch.Tensor], lengths: Sequence[int]) -> list
     captured: either one ``(B, T, H)`` tensor, or a shared prefix ``(1, n, H)`` run first
     and then the rows' suffixes ``(B, S, H)`` (the frozen-trunk update's shared prefix)."""
     if len(caps) == 1:
-        h = caps[0]
-        return [h[i, h.shape[1] - n:] for i, n in enumerate(lengths)]
+        return unpad_left(caps[0], lengths)
     if len(caps) == 2 and caps[0].shape[0] == 1:
         prefix, h = caps[0][0], caps[1]
         m = prefix.shape[0]

@@ -63,6 +63,14 @@ def left_pad(seqs: Sequence[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, t
     return ids, mask
 
 
+def unpad_left(x: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+    """Row ``i``'s last ``lengths[i]`` entries of a left-padded ``(B, T, ...)`` batch (the
+    inverse of :func:`left_pad`; responses of a :class:`ResponseForward` are right-aligned
+    the same way)."""
+    width = x.shape[1]
+    return [x[i, width - int(n):] for i, n in enumerate(lengths)]
+
+
 @dataclass
 class ResponseForward:
     """Per-token results of one batched forward, responses right-aligned in ``(B, R)``."""
@@ -429,12 +437,9 @@ class Policy:
             return ([], []) if with_entropy else []
         fwd = score_responses(self, prompt_ids, response_ids, temperature=temperature,
                               with_entropy=with_entropy, grad=None, model=model)
-        width = fwd.logp.shape[1]
         lengths = [int(r.numel()) for r in response_ids]
-        logps = [fwd.logp[i, width - n:] for i, n in enumerate(lengths)]
-        if not with_entropy:
-            return logps
-        return logps, [fwd.entropy[i, width - n:] for i, n in enumerate(lengths)]
+        logps = unpad_left(fwd.logp, lengths)
+        return (logps, unpad_left(fwd.entropy, lengths)) if with_entropy else logps
 
     # ---- training helpers ----------------------------------------------------------------
     def add_lora(self, r: int = 8, alpha: int = 16, dropout: float = 0.0,

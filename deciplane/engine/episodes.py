@@ -71,28 +71,19 @@ def make_vector_env(env_fns: Sequence[EnvFactory]) -> gym.vector.SyncVectorEnv:
                                     autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
-def _info_at(infos: dict[str, Any], key: str, i: int, default: Any = None) -> Any:
-    """Value of ``key`` for sub-env ``i`` in a vector env's info dict."""
-    if key not in infos:
-        return default
-    present = infos.get("_" + key)
-    if present is not None and not bool(present[i]):
-        return default
-    v = infos[key][i]
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def _row_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
     """Sub-env ``i``'s own info dict out of a vector env's stacked one (keys it did not
     report are left out; nested dicts are split the same way)."""
     out: dict[str, Any] = {}
     for key, value in infos.items():
-        if key.startswith("_"):
-            continue
         present = infos.get("_" + key)
-        if present is not None and not bool(present[i]):
+        if key.startswith("_") or (present is not None and not bool(present[i])):
             continue
-        out[key] = _row_info(value, i) if isinstance(value, dict) else _info_at(infos, key, i)
+        if isinstance(value, dict):
+            out[key] = _row_info(value, i)
+        else:
+            v = value[i]
+            out[key] = v.item() if isinstance(v, np.generic) else v
     return out
 
 

@@ -30,6 +30,7 @@ from typing import Callable, Literal, Sequence
 
 import torch
 
+from deciplane.agents.policy import unpad_left
 from deciplane.engine.budget import Budget
 from deciplane.errors import ConfigError
 from deciplane.engine.logprobs import forward_responses, pad_responses
@@ -150,9 +151,8 @@ class GRPOUpdate:
                     fwd = forward_responses(self.policy, prompts, resps, grad=False,
                                             temperature=self.cfg.temperature, budget=self.budget,
                                             trunk=trunk)
-            for row, i in enumerate(mb):
-                n = int(trajs[i].turns[0].response_ids.numel())
-                out.append(fwd.logp[row, fwd.logp.shape[1] - n:].detach().cpu())
+            lengths = [int(trajs[i].turns[0].response_ids.numel()) for i in mb]
+            out += [lp.detach().cpu() for lp in unpad_left(fwd.logp, lengths)]
         return out
 
     def normaliser(self, trajs: Sequence[Trajectory]) -> Normaliser:

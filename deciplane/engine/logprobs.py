@@ -19,7 +19,7 @@ from typing import Sequence
 
 import torch
 
-from deciplane.agents.policy import ResponseForward, score_responses
+from deciplane.agents.policy import ResponseForward, score_responses, unpad_left
 from deciplane.engine.budget import Budget, phase
 from deciplane.errors import ConfigError
 
@@ -86,11 +86,8 @@ def sequence_logprobs(policy, prompt_ids: Sequence[torch.Tensor],
     fwd = forward_responses(policy, prompt_ids, response_ids, temperature=temperature,
                             with_entropy=with_entropy, grad=grad, model=model, budget=budget)
     lengths = [int(r.numel()) for r in response_ids]
-    width = fwd.logp.shape[1]
-    logps = [fwd.logp[i, width - n:] for i, n in enumerate(lengths)]
-    if not with_entropy:
-        return logps
-    return logps, [fwd.entropy[i, width - n:] for i, n in enumerate(lengths)]
+    logps = unpad_left(fwd.logp, lengths)
+    return (logps, unpad_left(fwd.entropy, lengths)) if with_entropy else logps
 
 
 __all__ = ["ResponseForward", "backward", "forward_responses", "pad_responses",
