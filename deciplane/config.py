@@ -83,7 +83,9 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     """Instantiate dataclass ``cls`` from a mapping, coercing and validating every field:
     types, then :func:`deciplane.options.check_options` (each field's declared range and
     choices), then the dataclass's own ``check(prefix)`` method if it has one (cross-field
-    rules such as ``s_min <= s_max``)."""
+    rules such as ``s_min <= s_max``). Old option names are read first: the class's
+    ``legacy_options(raw, prefix)`` where a rename needs more than a new key, then its
+    ``CONFIG_ALIASES`` / ``VALUE_ALIASES`` (:func:`apply_aliases`)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
     legacy = getattr(cls, "legacy_options", None)

@@ -16,8 +16,8 @@ the run.
 
 from __future__ import annotations
 
-import dataclasses
 import copy
+import dataclasses
 import logging
 import math
 import random

@@ -444,10 +444,13 @@ class MathGRPOConfig(TrainConfig):
                       "away in the next release)", DeprecationWarning,
                       stacklevel=4)
         loss = dict(out.get("loss") or {})
-        if clip == "clip_higher":
-            loss.setdefault("eps_high", high)
-        elif clip == "gspo":
-            loss.setdefault("ratio", "sequence")
+        key, value = {"clip_higher": ("eps_high", high), "gspo": ("ratio", "sequence"),
+                      "symmetric": (None, None)}[clip]
+        if key is not None:
+            if key in loss:
+                raise ConfigError(f"{prefix}clip={clip} is the old form of {prefix}loss.{key}; "
+                                  f"give only {prefix}loss.{key}")
+            loss[key] = value
         out["loss"] = loss
         return out
 

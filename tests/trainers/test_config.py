@@ -118,13 +118,13 @@ def test_math_grpo_clip_choice_of_0_2_maps_onto_the_loss(clip, high, eps_high, r
     assert (cfg.loss.eps_low, cfg.loss.eps_high, cfg.loss.ratio) == (0.1, eps_high, ratio)
     with pytest.raises(ConfigError, match="'symmetric', 'clip_higher', 'gspo'"):
         load_config(data={"algorithm": "math_grpo", "clip": "dapo"})
+    with pytest.raises(ConfigError, match="clip=gspo is the old form of loss.ratio"):
+        load_config(data={"algorithm": "math_grpo", "clip": "gspo", "loss": {"ratio": "token"}})
 
 
 def test_math_grpo_loss_as_the_update_uses_it():
     """The embedded loss goes to the update as it is, except the two rules of the
     trainer: max_len defaults to the generation limit, dr_grpo sums over it."""
-    from deciplane.trainers.math_grpo import MathGRPO  # noqa: F401  (the trainer reads it)
-
     cfg = load_config(data={"algorithm": "math_grpo", "max_new_tokens": 20,
                             "loss": {"eps_high": 0.28, "kl_beta": 0.01}})
     loss = cfg.policy_loss()
