@@ -83,15 +83,11 @@ def from_dict(cls: type, raw: dict[str, Any], prefix: str = "") -> Any:
     """Instantiate dataclass ``cls`` from a mapping, coercing and validating every field:
     types, then :func:`deciplane.options.check_options` (each field's declared range and
     choices), then the dataclass's own ``check(prefix)`` method if it has one (cross-field
-    rules such as ``s_min <= s_max``). Old option names are read first: the class's
-    ``legacy_options(raw, prefix)`` where a rename needs more than a new key, then its
-    ``CONFIG_ALIASES`` / ``VALUE_ALIASES`` (:func:`apply_aliases`)."""
+    rules such as ``s_min <= s_max``). Old option names are read first
+    (:func:`read_old_names`)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {raw!r}")
-    legacy = getattr(cls, "legacy_options", None)
-    if callable(legacy):   # renamed options that need more than a new key
-        raw = legacy(raw, prefix)
-    raw = apply_aliases(cls, raw, prefix)
+    raw = read_old_names(cls, raw, prefix)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = sorted(set(raw) - set(names))
@@ -122,6 +118,16 @@ def _onto_own_default(f: Any, tp: Any, value: Any) -> Any:
     if default == tp():
         return value
     return deep_merge(asdict(default), value)
+
+
+def read_old_names(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``raw`` with every old option name of ``cls`` read as today's: the class's
+    ``legacy_options(raw, prefix)`` where a rename needs more than a new key, then
+    :func:`apply_aliases`."""
+    legacy = getattr(cls, "legacy_options", None)
+    if callable(legacy):
+        raw = legacy(raw, prefix)
+    return apply_aliases(cls, raw, prefix)
 
 
 def apply_aliases(cls: type, raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:

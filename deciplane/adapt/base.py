@@ -147,13 +147,21 @@ class AdaptConfig:
         """The config with the paper's values (far too large for a CPU), plus overrides.
         ``PAPER`` keys are dotted where the value sits in the embedded loss config
         (``"loss.lam"``)."""
-        from deciplane.config import from_dict, set_dotted
+        from deciplane.config import from_dict
+
+        config = from_dict(cls, cls.paper_options(), f"{cls.__name__}.")
+        return dataclasses.replace(config, **overrides) if overrides else config
+
+    @classmethod
+    def paper_options(cls) -> dict[str, Any]:
+        """``PAPER`` as a nested mapping (dotted keys become sections), as a config file
+        would give it."""
+        from deciplane.config import set_dotted
 
         raw: dict[str, Any] = {}
         for key, value in cls.PAPER.items():
             set_dotted(raw, key, value)
-        config = from_dict(cls, raw, f"{cls.__name__}.")
-        return dataclasses.replace(config, **overrides) if overrides else config
+        return raw
 
     def changed_from_paper(self) -> dict[str, dict[str, Any]]:
         """``{option: {"paper": value, "used": value}}`` for every paper value not used."""

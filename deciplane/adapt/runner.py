@@ -50,7 +50,7 @@ DEFAULT_BENCHMARK = "products-1d"
 def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = None) -> AdaptConfig:
     """The adapter's config from ``key=value`` strings (values parsed as YAML and coerced
     to the field's type). ``preset=paper`` starts from the paper's values."""
-    from deciplane.config import (apply_aliases, deep_merge, from_dict, parse_override,
+    from deciplane.config import (deep_merge, from_dict, parse_override, read_old_names,
                                   set_dotted)
 
     if method not in ADAPTERS:
@@ -69,11 +69,7 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
     if seed is not None:
         raw["seed"] = seed
     if paper:      # the paper's values, then the options given (old names read first)
-        base: dict[str, Any] = {}
-        for key, value in cls.PAPER.items():
-            set_dotted(base, key, value)
-        legacy = getattr(cls, "legacy_options", None)
-        raw = deep_merge(base, apply_aliases(cls, legacy(raw) if legacy else raw))
+        raw = deep_merge(cls.paper_options(), read_old_names(cls, raw))
     return from_dict(cls, raw)   # unknown options, old names, types, ranges: the one loader
 
 

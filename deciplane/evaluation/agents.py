@@ -66,28 +66,42 @@ def _menus(infos: Sequence[dict[str, Any]]):
     return menus
 
 
-class MenuEvalAgent:
-    """:class:`~deciplane.agents.MenuAgent` behind ``act_batch``: returns menu indices."""
+class _ModelEvalAgent:
+    """A model agent behind ``act_batch``: one batched ``agent.act`` per call, with the
+    episodes' histories and a seed that advances per call."""
 
     env_kwargs: dict[str, Any] = {}
 
-    def __init__(self, agent, seed: int = 0, name: str | None = None) -> None:
+    def __init__(self, agent, seed: int, name: str) -> None:
         self.agent = agent
         self.seed = seed
-        self.name = name or f"menu[{agent.policy.name}]"
+        self.name = name
         self._hist = _Histories()
         self._calls = 0
 
-    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[int]:
+    def _decide(self, observations: list[str], infos: list[dict[str, Any]]
+                ) -> tuple[list[Any], list[Any]]:
+        """The agent's decisions and the histories they were made with."""
         menus = _menus(infos)
         hists = self._hist.lookup(infos)
         decisions = self.agent.act(observations, menus, hists, seed=self.seed + self._calls)
         self._calls += 1
+        return decisions, hists
+
+
+class MenuEvalAgent(_ModelEvalAgent):
+    """:class:`~deciplane.agents.MenuAgent` behind ``act_batch``: returns menu indices."""
+
+    def __init__(self, agent, seed: int = 0, name: str | None = None) -> None:
+        super().__init__(agent, seed, name or f"menu[{agent.policy.name}]")
+
+    def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[int]:
+        decisions, hists = self._decide(observations, infos)
         self._hist.record(infos, hists, observations, [d.action for d in decisions])
         return [d.index for d in decisions]
 
 
-class TextEvalAgent:
+class TextEvalAgent(_ModelEvalAgent):
     """:class:`~deciplane.agents.TextAgent` behind ``act_batch``: returns commands.
 
     A command that matches the menu is sent in the menu's exact spelling; anything else is
@@ -97,19 +111,12 @@ class TextEvalAgent:
     env_kwargs: dict[str, Any] = {"action_mode": "text"}
 
     def __init__(self, agent, seed: int = 0, name: str | None = None) -> None:
-        self.agent = agent
-        self.seed = seed
-        self.name = name or f"text-{agent.style}[{agent.policy.name}]"
-        self._hist = _Histories()
-        self._calls = 0
+        super().__init__(agent, seed, name or f"text-{agent.style}[{agent.policy.name}]")
         self.invalid = 0
         self.decisions = 0
 
     def act_batch(self, observations: list[str], infos: list[dict[str, Any]]) -> list[str]:
-        menus = _menus(infos)
-        hists = self._hist.lookup(infos)
-        decisions = self.agent.act(observations, menus, hists, seed=self.seed + self._calls)
-        self._calls += 1
+        decisions, hists = self._decide(observations, infos)
         commands = [d.action if d.index is not None else (d.command or "") for d in decisions]
         self.invalid += sum(d.invalid for d in decisions)
         self.decisions += len(decisions)

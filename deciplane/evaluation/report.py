@@ -227,7 +227,7 @@ def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] |
                                  f"{r.get('valid_agreement', float('nan')):.0%}" for r in curve))
         if summary.get("groups_with_signal"):
             g = summary["groups_with_signal"]
-            lines.append(f"- groups whose returns differ (RL signal), per iteration: "
+            lines.append("- groups whose returns differ (RL signal), per iteration: "
                          + ", ".join(f"{x:.0%}" for x in g))
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
