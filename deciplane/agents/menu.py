@@ -21,6 +21,7 @@ layer ``b`` then runs only the top layers in its update (``update_logits``, set 
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 
 import torch
@@ -29,6 +30,7 @@ from deciplane.agents.labels import DEFAULT_LABELS, LabelAlphabet, compile_alpha
 from deciplane.agents.policy import (Policy, capture_hidden, capture_layer_input, decoder_layers,
                                      left_pad, position_ids_from_mask, truncated_decoder,
                                      unpad_left)
+from deciplane.agents.prompt_cache import Block, BlockCache, block_bounds, chain_keys
 from deciplane.agents.prompts import MENU_CUE, MENU_SYSTEM_PROMPT, menu_lines, menu_user_text
 from deciplane.agents.readout import (ITEM_HEAD_NAME, ItemHead, check_readout, entry_char_spans,
                                       item_logits, token_spans)
@@ -74,6 +76,11 @@ class MenuAgent:
             (``Decision.readout_hidden``); a trainer sets it when the head reads a frozen
             layer, so its update runs the head alone. With the items readout every forward
             stops at the head's layer (:attr:`early_exit`).
+        block_cache: compute every prompt row by row in fixed token blocks and reuse the
+            blocks met before (:mod:`deciplane.agents.prompt_cache`; share one cache
+            between the agents of a process). Results are bitwise independent of what the
+            cache holds; ``prefix_cache``, ``max_padding`` and ``dedup`` then do not apply
+            (a repeated prompt is read whole from the cache). ``None``: the batched forward.
 
     ``update_logits``: when set (by a trainer, :func:`deciplane.engine.trunk.menu_update_logits`),
     :meth:`menu_log_probs` takes its last-position logits ``(B, V)`` from it instead of a
@@ -84,7 +91,8 @@ class MenuAgent:
                  max_menu: int | None = None, system_prompt: str = MENU_SYSTEM_PROMPT,
                  labels: Sequence[str] = DEFAULT_LABELS, cue: str = MENU_CUE, prefix_cache: bool = True,
                  max_padding: float = 0.25, dedup: bool = True, keep_boundary: int | None = None,
-                 readout: str = "labels", keep_readout: bool = False):
+                 readout: str = "labels", keep_readout: bool = False,
+                 block_cache: BlockCache | None = None):
         if temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
         if history < 0:
@@ -124,8 +132,10 @@ class MenuAgent:
                                   "policy.add_item_head(layer=...) first (training configs: "
                                   "readout: items), or use readout='labels'")
         self.keep_readout = bool(keep_readout)
+        self.block_cache = block_cache
         self.update_logits: Callable[[Sequence[Decision]], torch.Tensor] | None = None
         self.tokens_computed = 0   # prompt tokens run through the model by act() (a counter)
+        self.tokens_prompted = 0   # prompt tokens act() needed states for (a counter)
         self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer], boundary hidden)
 
     # ---- prompts -------------------------------------------------------------------------------
@@ -216,11 +226,15 @@ class MenuAgent:
         prompt's hidden states entering that layer (``(T_i, H)`` each; else ``None``); with
         the items readout each prompt's states at the head's layer (else ``None``).
 
-        Identical prompts are computed once (``dedup``). The token prefix shared by the
-        whole batch is run once (its KV cache is reused); the remaining suffixes are
+        With a ``block_cache``: row by row in fixed blocks (:meth:`_block_rows`). Else
+        identical prompts are computed once (``dedup``), the token prefix shared by the
+        whole batch is run once (its KV cache is reused), and the remaining suffixes are
         grouped by length so that padding wastes at most ``max_padding`` of the compute (a
         padded token costs as much as a real one).
         """
+        self.tokens_prompted += sum(int(p.numel()) for p in prompt_ids)
+        if self.block_cache is not None:
+            return self._block_rows(prompt_ids)
         if self.dedup:
             first: dict[tuple[int, ...], int] = {}
             where = [first.setdefault(tuple(p.tolist()), len(first)) for p in prompt_ids]
@@ -260,6 +274,106 @@ class MenuAgent:
         finally:
             if was_training:
                 model.train()
+
+    # ---- row by row in fixed blocks ---------------------------------------------------------
+    def _block_rows(self, prompt_ids: list[torch.Tensor]
+                    ) -> tuple[torch.Tensor | None, list[torch.Tensor] | None,
+                               list[torch.Tensor] | None]:
+        """:meth:`_last_logits` computed one prompt at a time in the cache's fixed blocks,
+        each block read from the cache or computed over the keys/values of the blocks
+        before it (batch of one), so nothing depends on the batch or on the cache."""
+        model = self.policy.model
+        was_training = model.training
+        if was_training:
+            model.eval()
+        try:
+            context = self._block_context()
+            rows = [self._block_row(p, context) for p in prompt_ids]
+        finally:
+            if was_training:
+                model.train()
+        last = None if self.early_exit else torch.stack([r["logits"][-1] for r in rows])
+        hidden = None if self.keep_boundary is None else [r["boundary"] for r in rows]
+        states = None if self.head is None else [r["readout"] for r in rows]
+        return last, hidden, states
+
+    def _block_context(self) -> bytes:
+        """What a block's result depends on besides its tokens (module doc of
+        :mod:`deciplane.agents.prompt_cache`): the module, the parameters the forward reads
+        (their version counters and storage), its depth, the kept states, the threads."""
+        model = self.policy.model
+        depth = self.head.layer if self.early_exit else None
+        versions = []
+        for name, p in model.named_parameters():
+            if ITEM_HEAD_NAME in name:
+                continue        # the head reads the kept states; it is not run here
+            layer = _layer_index(name)
+            if depth is not None and layer is not None and layer >= depth:
+                continue        # above the early exit: never run
+            versions.append((p._version, p.data_ptr()))
+        key = (id(model), tuple(versions), depth, self.keep_boundary,
+               None if self.head is None else self.head.layer, torch.get_num_threads())
+        return repr(key).encode()
+
+    def _block_row(self, ids: torch.Tensor, context: bytes) -> dict[str, torch.Tensor]:
+        """One prompt's kept states over all its tokens (``readout``, ``boundary``: ``(T,
+        H)``) and, for a next-token readout, ``logits`` ``(1, V)`` after its last token."""
+        cache = self.block_cache
+        keys = chain_keys(ids, cache.block_tokens, context)
+        blocks: list[Block] = []
+        past = None               # the DynamicCache of blocks[:] while computing in a run
+        for key, (s, e) in zip(keys, block_bounds(int(ids.numel()), cache.block_tokens)):
+            block = cache.get(key)
+            if block is not None:
+                cache.stats.blocks_reused += 1
+                cache.stats.tokens_reused += e - s
+                past = None       # rebuilt from the blocks if a later one must be computed
+            else:
+                if past is None:
+                    past = self._past_of(blocks)
+                block = self._compute_block(ids[s:e], s, past)
+                cache.put(key, block)
+                cache.stats.blocks_computed += 1
+                cache.stats.tokens_computed += e - s
+                self.tokens_computed += e - s
+            blocks.append(block)
+        out = {name: torch.cat([b.states[name] for b in blocks])
+               for name in blocks[0].states if name != "logits"}
+        if "logits" in blocks[-1].states:
+            out["logits"] = blocks[-1].states["logits"]
+        return out
+
+    def _past_of(self, blocks: list[Block]):
+        """A ``DynamicCache`` holding the keys/values of ``blocks`` in order."""
+        from transformers import DynamicCache
+
+        config = _base_config(self.policy.model)
+        if not blocks:
+            return DynamicCache(config=config)
+        data = [(torch.cat([k for k, _ in per], dim=2), torch.cat([v for _, v in per], dim=2))
+                for per in zip(*[b.kv for b in blocks])]
+        return DynamicCache(ddp_cache_data=data, config=config)
+
+    def _compute_block(self, tokens: torch.Tensor, start: int, past) -> Block:
+        """One block's forward over ``past`` (extended in place with its keys/values)."""
+        policy, model = self.policy, self.policy.model
+        n = int(tokens.numel())
+        pos = torch.arange(start, start + n).unsqueeze(0)
+        with self._capture() as cap, self._capture_readout() as rcap:
+            out = model(input_ids=tokens.unsqueeze(0).to(policy.device),
+                        position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
+                        **{_cache_kwarg(model): past})
+        if self.block_cache is not None:
+            self.block_cache.stats.forwards += 1
+        kv = [(k[:, :, start:].clone(), v[:, :, start:].clone()) for k, v in _cache_tensors(past)]
+        states = {}
+        if rcap is not None:
+            states["readout"] = rcap[-1][0]                                   # (n, H)
+        if cap is not None:
+            states["boundary"] = cap[-1][0]                                   # (n, H)
+        if not self.early_exit:
+            states["logits"] = out.logits[:, -1, :]                           # (1, V)
+        return Block(kv=kv, states=states)
 
     def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor
                       ) -> tuple[torch.Tensor, list[torch.Tensor] | None, list[torch.Tensor] | None]:
@@ -458,6 +572,15 @@ def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if hasattr(cache, "layers"):   # layers a truncated forward never ran hold no keys
         return [(layer.keys, layer.values) for layer in cache.layers if layer.keys is not None]
     return [(k, v) for k, v in cache]  # legacy tuple-of-tuples
+
+
+def _layer_index(name: str) -> int | None:
+    """The decoder layer a parameter belongs to (``...layers.12.mlp...`` -> 12), else None."""
+    m = _LAYER.search(name)
+    return None if m is None else int(m.group(1))
+
+
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 def _cache_kwarg(model) -> str:

@@ -128,6 +128,26 @@ class EvalConfig:
 
 
 @dataclass
+class PromptCacheConfig:
+    """How the menu agent computes its prompts (docs/speed.md "Reuse per row")."""
+
+    mode: Literal["batch", "blocks"] = "batch"
+    """`batch`: one left-padded forward per batch, the prefix shared by the whole batch computed once (suits a GPU). `blocks`: row by row in fixed blocks of `block_tokens` tokens; a block met before (an earlier step of the episode, another episode of the group, another evaluation of the same game, with weights the block depends on unchanged) is read from a cache instead of computed. Results are bitwise the same whatever the cache held (resume stays exact); they differ from `batch` by float rounding."""
+    block_tokens: int = option(32, gt=0)
+    """mode=blocks: tokens per block (a changed token recomputes its block and every later one)."""
+    max_gib: float = option(2.0, ge=0)
+    """mode=blocks: memory ceiling of the cache per process in GiB (least-recently-used blocks are evicted; 0 = reuse nothing). A block of SmolLM2-135M read at layer 18 holds ~30 KB per token in fp32."""
+
+    def make(self):
+        """The process's :class:`~deciplane.agents.prompt_cache.BlockCache` (None for `batch`)."""
+        if self.mode != "blocks":
+            return None
+        from deciplane.agents.prompt_cache import BlockCache
+
+        return BlockCache(self.block_tokens, int(self.max_gib * 2 ** 30))
+
+
+@dataclass
 class CheckpointConfig:
     """Atomic checkpoints for exact resume."""
 
@@ -321,6 +341,8 @@ class RLiDPPOConfig(TrainConfig):
     """readout=items: the decoder layer whose input the head reads (null = the final, normed output). Forwards stop there (the layers above it are never used) and model.lora_last_layers counts the layers below it. With model.finetune=head (or a head below every adapter) only the head learns, and its update runs the head alone on states kept by the rollout."""
     readout_rank: int = 16
     """readout=items: rank of the head's bilinear score."""
+    prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    """How the menu agent computes its prompts: one batched forward, or row by row in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
     frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
     """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
     distill: DistillConfig = field(default_factory=DistillConfig)

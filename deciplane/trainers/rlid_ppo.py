@@ -51,14 +51,18 @@ def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
     return ADVANTAGE_ESTIMATORS[estimator](r, gids), gids
 
 
-def greedy_agent(config: RLiDPPOConfig, policy: Any) -> MenuAgent:
+def greedy_agent(config: RLiDPPOConfig, policy: Any, block_cache: Any = None,
+                 readout: str | None = None) -> MenuAgent:
     """The held-out evaluation agent of a menu run with the run's prompt settings
     (training-time evaluation and ``deciplane evaluate RUN_DIR`` both use it): greedy
     decisions, or with ``eval.greedy: false`` sampled at the run's temperature (seeded by
-    the episode loop)."""
+    the episode loop); ``readout`` another than the run's (the labels zero-shot);
+    ``block_cache`` the process's (``prompt_cache.mode: blocks``), else a new one."""
+    if block_cache is None:
+        block_cache = config.prompt_cache.make()
     return MenuAgent(policy, greedy=config.eval.greedy, temperature=config.temperature,
                      history=config.history, dedup=config.frozen_trunk != "full_forward",
-                     readout=config.readout)
+                     readout=readout or config.readout, block_cache=block_cache)
 
 
 def flatten_decisions(trajs: list[Trajectory], adv: torch.Tensor, length_balanced: bool
@@ -129,8 +133,10 @@ class RLiDPPO(Algorithm):
     def __init__(self, config: RLiDPPOConfig, policy: Any) -> None:
         super().__init__(config, policy)
         c = config
+        self.block_cache = c.prompt_cache.make()   # one per process: every agent reuses it
         self.agent = MenuAgent(policy, temperature=c.temperature, history=c.history,
-                               dedup=c.frozen_trunk != "full_forward", readout=c.readout)
+                               dedup=c.frozen_trunk != "full_forward", readout=c.readout,
+                               block_cache=self.block_cache)
         self.trunk_boundary = None if c.frozen_trunk == "full_forward" else trunk_boundary(policy.model)
         head = policy.item_head
         # a head reading a frozen layer: the rollout keeps its states, the update is the head's
@@ -150,7 +156,7 @@ class RLiDPPO(Algorithm):
             self.agent.update_logits = functools.partial(
                 menu_update_logits, policy.model, boundary=self.trunk_boundary,
                 pad_id=policy.tokenizer.pad_token_id, device=policy.device)
-        self.eval_agent = greedy_agent(c, policy)
+        self.eval_agent = greedy_agent(c, policy, self.block_cache)
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
@@ -383,10 +389,8 @@ class RLiDPPO(Algorithm):
         """``(agent, episode collector)`` of an evaluation: ``trained`` (the run's greedy
         agent) or ``labels`` (RLiD's labels readout on the same weights)."""
         if kind == "labels":
-            c = self.config
-            return (MenuAgent(self.policy, greedy=c.eval.greedy, temperature=c.temperature,
-                              history=c.history, dedup=c.frozen_trunk != "full_forward",
-                              readout="labels"), collect_menu_episodes)
+            return (greedy_agent(self.config, self.policy, self.block_cache, readout="labels"),
+                    collect_menu_episodes)
         if kind != "trained":
             raise ConfigError(f"unknown evaluation agent {kind!r} (trained, labels)")
         return self.eval_agent, collect_menu_episodes
