@@ -255,7 +255,7 @@ def policy_loss(cfg: PolicyLossConfig, logp: torch.Tensor, old_logp: torch.Tenso
     check_same_shape(logp=logp, old_logp=old_logp, mask=mask, ref_logp=ref_logp)
     m = as_bool_mask(mask)
     # padding may hold garbage (even inf): zero it so no NaN can leak into a gradient
-    zero = torch.zeros((), dtype=logp.dtype)
+    zero = logp.new_zeros(())
     logp, old_logp = torch.where(m, logp, zero), torch.where(m, old_logp, zero)  # (B, T)
     if ref_logp is not None:
         ref_logp = torch.where(m, ref_logp, zero)                               # (B, T)
