@@ -128,7 +128,7 @@ def erpo_loss(cfg: ERPOLossConfig, logp: torch.Tensor, old_logp: torch.Tensor | 
     logp = torch.where(m, logp, zero)                                           # (B, T)
     old = logp.detach() if old_logp is None else torch.where(m, old_logp, zero).detach()
     ratio = (logp - old).exp()                                                  # (B, T)
-    a = advantages.detach().to(logp.dtype)[:, None].expand_as(logp)             # (B, T)
+    a = advantages.detach().to(logp.device, logp.dtype)[:, None].expand_as(logp)             # (B, T)
     pg = token_mean(clipped_surrogate(ratio, a, cfg.eps_low, cfg.eps_high), m)
     ceil = entropy_ceiling(torch.where(m, entropy, zero), m, cfg.alpha, cfg.h_max)
     loss = pg + ceil

@@ -259,7 +259,7 @@ def policy_loss(cfg: PolicyLossConfig, logp: torch.Tensor, old_logp: torch.Tenso
     logp, old_logp = torch.where(m, logp, zero), torch.where(m, old_logp, zero)  # (B, T)
     if ref_logp is not None:
         ref_logp = torch.where(m, ref_logp, zero)                               # (B, T)
-    adv = per_sample(advantages.detach().to(logp.dtype), logp)                  # (B, T)
+    adv = per_sample(advantages.detach().to(logp.device, logp.dtype), logp)                  # (B, T)
     adv = torch.where(m, adv, zero)                                             # (B, T)
     ratio = RATIOS[cfg.ratio](logp, old_logp, m)                                # (B, T)
     pg = clipped_surrogate(ratio, adv, cfg.eps_low, cfg.high)                   # (B, T)

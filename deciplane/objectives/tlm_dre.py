@@ -124,7 +124,7 @@ def asymmetric_token_loss(logp: torch.Tensor, old_logp: torch.Tensor,
     zero = logp.new_zeros(())
     log_rho = torch.where(mask, logp - old_logp.detach(), zero)                 # (B, T)
     rho = log_rho.exp()                                                         # (B, T)
-    a = advantages.detach().to(logp.dtype)[:, None].expand_as(logp)             # (B, T)
+    a = advantages.detach().to(logp.device, logp.dtype)[:, None].expand_as(logp)             # (B, T)
     pos = a >= 0                                                                # (B, T)
     loss_pos = clipped_surrogate(rho, a, cfg.eps_low_pos, cfg.eps_high_pos)     # (B, T)
     loss_neg = clipped_surrogate(rho, a, cfg.eps_low_neg, cfg.eps_high_neg)     # (B, T)

@@ -110,7 +110,7 @@ def negative_branch_loss(logp: torch.Tensor, advantages: torch.Tensor,
     if advantages.shape != (logp.shape[0],):
         raise ObjectiveInputError(f"advantages must be (B,) with B={logp.shape[0]}, got "
                                   f"{list(advantages.shape)}")
-    a = advantages.detach().to(logp.dtype).clamp(max=0.0)                      # (B,)
+    a = advantages.detach().to(logp.device, logp.dtype).clamp(max=0.0)                      # (B,)
     sel = as_bool_mask(token_mask) & as_bool_mask(mask)                         # (B, T)
     return -(a / _valid_counts(mask)) * masked_sum(logp, sel, dim=1)            # (B,)
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import torch
+
 from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
@@ -281,7 +283,8 @@ class TrainConfig:
     """Where rollout envs run: in process, or as Ray actors (backend: ray, num_workers: N)."""
 
     def check(self, prefix: str = "") -> None:
-        if str(self.model.device).startswith("cuda"):
+        # without CUDA run_training says so first (the device, not the workers, is wrong)
+        if str(self.model.device).startswith("cuda") and torch.cuda.is_available():
             check_eval_workers(self.eval.workers, "cuda")
 
 
