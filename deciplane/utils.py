@@ -81,22 +81,70 @@ def flatten_dict(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def rng_state() -> dict[str, Any]:
-    """The python, numpy and torch global RNG states (what an exact resume restores)."""
+    """The python, numpy and torch global RNG states (what an exact resume restores), the
+    CUDA generators' too when CUDA is up."""
     import numpy as np
     import torch
 
-    return {"python": random.getstate(), "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state()}
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned."""
+    """Restore what :func:`rng_state` returned (a checkpoint may have been read with
+    ``map_location`` on a GPU: the generators take CPU byte tensors only)."""
     import numpy as np
     import torch
 
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) <= torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
+
+
+def resolve_device(device: str | None) -> "torch.device":
+    """The torch device a ``model.device`` / ``--device`` value names (``None`` and ``cpu``:
+    the CPU; ``auto``: the GPU if there is one), or a :class:`ConfigError` for a device this
+    machine lacks, raised before anything loads. Choosing CUDA allows TF32 matmuls (the
+    one place a device is resolved)."""
+    import torch
+
+    from deciplane.errors import ConfigError
+
+    if device in (None, "", "cpu"):
+        return torch.device("cpu")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"device {device!r} is not a torch device; use cpu, cuda, cuda:N "
+                          "or auto") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {device!r} was asked for but torch sees no CUDA GPU on "
+                              f"this machine (torch {torch.__version__}); use --set "
+                              "model.device=cpu (or --device cpu), or auto to use a GPU only "
+                              "when there is one")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"device {device!r} was asked for but this machine has {count} "
+                              f"CUDA device(s) (cuda:0..cuda:{count - 1}); pick one of them")
+        # TF32 tensor cores for float32 matmuls: ~2x faster, 10-bit mantissa inputs
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {device!r} was asked for but MPS is not available here; "
+                          "use cpu")
+    elif dev.type not in ("cpu", "mps"):
+        raise ConfigError(f"device {device!r} is not supported; use cpu, cuda, cuda:N or auto")
+    return dev
 
 
 def seed_everything(seed: int) -> None:

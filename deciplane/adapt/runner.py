@@ -35,7 +35,7 @@ from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate_texts, generation_progress
-from deciplane.utils import atomic_write_json, seed_everything
+from deciplane.utils import atomic_write_json, resolve_device, seed_everything
 
 ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
                                           "probe-erpo": ProbeERPO}
@@ -222,6 +222,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     if resume:
         args, resumes = _resume_args(run_dir, args)
     config = build_config(args["method"], args["overrides"], args["seed"])
+    resolve_device(device)    # a GPU this machine lacks: ConfigError before the data loads
     if threads:
         torch.set_num_threads(int(threads))
     seed_everything(args["seed"])

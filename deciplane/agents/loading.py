@@ -25,7 +25,7 @@ from deciplane.agents import tiny
 from deciplane.agents.hf import quiet_transformers
 from deciplane.agents.policy import POLICY_META, Policy
 from deciplane.errors import CheckpointError, ModelNotFound
-from deciplane.utils import deciplane_home, file_lock, sha256_file
+from deciplane.utils import deciplane_home, file_lock, resolve_device, sha256_file
 
 TINY = "deciplane/tiny"
 SMOLLM2 = "deciplane/smollm2-135m-instruct"
@@ -57,7 +57,7 @@ def load_policy(name_or_path: str | os.PathLike, *, dtype: torch.dtype = torch.f
     """
     if num_threads is not None:
         torch.set_num_threads(int(num_threads))
-    dev = _resolve_device(device)
+    dev = resolve_device(device)     # a missing GPU: ConfigError before the load
     name = str(name_or_path)
     folder, display = resolve_model(name, seed=seed)
     if (folder / POLICY_META).is_file():
@@ -122,12 +122,6 @@ def _targets(t: Any) -> list[str] | None:
     return list(t)
 
 
-def _resolve_device(device: str | None) -> torch.device:
-    if device in (None, "cpu"):
-        return torch.device("cpu")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def resolve_model(name: str, *, seed: int = 0) -> tuple[Path, str]:

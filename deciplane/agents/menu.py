@@ -196,7 +196,8 @@ class MenuAgent:
         prompt_ids = [e[0] for e in encoded]
         if self._needs_no_forward():   # an untrained item head: uniform whatever it reads
             last, hidden = None, None
-            states = [torch.zeros((int(p.numel()), self.head.hidden_size)) for p in prompt_ids]
+            states = [torch.zeros((int(p.numel()), self.head.hidden_size), device=self.policy.device)
+                      for p in prompt_ids]                         # where the head's weights are
         else:
             last, hidden, states = self._last_logits(prompt_ids)              # (B, V)
         gen = torch.Generator().manual_seed(seed) if seed is not None else None

@@ -210,6 +210,9 @@ def evaluate_cmd(
     trunk_dtype: Optional[str] = typer.Option(
         None, help="with RUN_DIR: auto | float32 | bfloat16, the precision of the frozen "
                    "layers (default: the run's model.trunk_dtype)"),
+    device: Optional[str] = typer.Option(
+        None, help="with RUN_DIR: cpu | cuda | auto, where the model runs (default: the run's "
+                   "model.device)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the report here"),
     progress: bool = typer.Option(True, help="show a progress bar"),
 ) -> None:
@@ -224,8 +227,11 @@ def evaluate_cmd(
         with _friendly_errors():
             _evaluate_run_dir(run_dir, checkpoint, benchmark, limit, split, episodes, games,
                               env_option, num_envs, seed, threads, json_out, progress,
-                              trunk_dtype)
+                              trunk_dtype, device)
         return
+    if device is not None:
+        raise typer.BadParameter("--device places a trained run's model: pass RUN_DIR first; "
+                                 "a menu or text agent takes --agent-option device=cuda")
     if benchmark is not None or limit is not None or checkpoint != "latest" or trunk_dtype:
         raise typer.BadParameter("--benchmark, --limit, --checkpoint and --trunk-dtype score a "
                                  "trained run: pass its folder first (deciplane evaluate "
@@ -266,7 +272,8 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
                       limit: Optional[int], split: Optional[str], episodes: Optional[int],
                       games: Optional[str], env_option: list[str] | None, num_envs: int,
                       seed: int, threads: Optional[int], json_out: Optional[Path],
-                      progress: bool, trunk_dtype: Optional[str] = None) -> None:
+                      progress: bool, trunk_dtype: Optional[str] = None,
+                      device: Optional[str] = None) -> None:
     """``deciplane evaluate RUN_DIR``: environment runs play ``split``; single-turn runs
     answer ``benchmark``. Prints the table, writes ``json_out``."""
     from deciplane.errors import ConfigError
@@ -281,7 +288,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
                               "--episodes/--games/--env-option")
         report = run_eval.evaluate_run_benchmark(run_dir, benchmark, checkpoint=checkpoint,
                                                  split=split, limit=limit, threads=threads,
-                                                 trunk_dtype=trunk_dtype)
+                                                 trunk_dtype=trunk_dtype, device=device)
         console.print(benchmark_table(report))
         if report.benchmark != report.trained_on:
             console.print(f"[yellow]note:[/yellow] the run trained on {report.trained_on}; "
@@ -294,7 +301,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
         overrides = _env_kwargs(None, games, env_option)
         report = run_eval.evaluate_run(run_dir, checkpoint, split=split, episodes=episodes,
                                        num_envs=num_envs, seed=seed, env_overrides=overrides,
-                                       threads=threads, trunk_dtype=trunk_dtype,
+                                       threads=threads, trunk_dtype=trunk_dtype, device=device,
                                        progress=progress)
         console.print(report_table([report]))
     console.print(f"run {report.run_dir} · checkpoint [bold]{report.checkpoint}[/bold] · "

@@ -211,7 +211,8 @@ class TrunkStates:
             self.computed_tokens += int(mask.sum())
         width = ids.shape[1]
         first = self._rows[rows[0]]
-        out = first.new_zeros((len(rows), width, first.shape[-1]))
+        # on the batch's device: seeded rows may be on the CPU (the sampler keeps them there)
+        out = first.new_zeros((len(rows), width, first.shape[-1]), device=ids.device)
         for i, k in enumerate(rows):
             out[i, width - len(k):] = self._rows[k]
         return out

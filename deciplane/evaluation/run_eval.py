@@ -31,6 +31,7 @@ from typing import Any
 
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
+from deciplane.utils import resolve_device
 
 CONFIG_FILE = "config.yaml"
 ENV_ALGORITHMS = ("rlid_ppo", "text_ppo")
@@ -129,12 +130,15 @@ def check_shapes(model: Any, state: dict[str, Any]) -> None:
 
 def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
                         threads: int | None = None,
-                        trunk_dtype: str | None = None) -> TrainedPolicy:
+                        trunk_dtype: str | None = None,
+                        device: str | None = None) -> TrainedPolicy:
     """Rebuild a run's policy from its config and load a checkpoint's trainable weights.
 
     ``checkpoint``: ``latest`` | ``iter_N`` | ``N``. ``threads``: torch threads (default:
     the run's ``model.threads``). ``trunk_dtype``: ``auto | float32 | bfloat16`` for the
-    frozen layers (default: the run's ``model.trunk_dtype``). Like training, this seeds python/numpy/torch with the
+    frozen layers (default: the run's ``model.trunk_dtype``). ``device``: where the model
+    runs (default: the run's ``model.device``; a device this machine lacks is a
+    ConfigError before anything loads). Like training, this seeds python/numpy/torch with the
     run's seed before building the model. Raises :class:`CheckpointError` for a folder
     that is not a run directory, a run without checkpoints, or weights that do not fit.
     """
@@ -147,6 +151,9 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
     config = read_run_config(run)
     if trunk_dtype is not None:
         config.model.trunk_dtype = trunk_dtype
+    if device is not None:
+        config.model.device = device
+    resolve_device(config.model.device)    # e.g. a GPU run scored on a CPU-only machine
     path = resolve_checkpoint(run, checkpoint)
     state, iteration = read_policy_state(path)
     policy = build_policy(config)
@@ -210,7 +217,7 @@ def run_env_kwargs(config: Any, split: str | None,
 def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "test",
                  episodes: int | None = None, num_envs: int = 1, seed: int = 0,
                  env_overrides: dict[str, Any] | None = None, threads: int | None = None,
-                 trunk_dtype: str | None = None,
+                 trunk_dtype: str | None = None, device: str | None = None,
                  progress: bool = False, trained: TrainedPolicy | None = None) -> Any:
     """Evaluate an environment run's checkpoint on ``split``; returns an
     :class:`~deciplane.evaluation.evaluate.EvalReport` with ``run_dir`` and ``checkpoint``
@@ -226,7 +233,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
                           f"--benchmark {getattr(config, 'benchmark', 'NAME')}`")
     if trained is None:
         trained = load_trained_policy(run_dir, checkpoint, threads=threads,
-                                      trunk_dtype=trunk_dtype)
+                                      trunk_dtype=trunk_dtype, device=device)
     agent = eval_agent_for(trained, seed=seed)
     env_split, kwargs = run_env_kwargs(config, split, env_overrides)
     report = evaluate_agent(config.env.id, agent, split=env_split, episodes=episodes,
@@ -270,7 +277,7 @@ class BenchmarkEvalReport:
 def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
                            checkpoint: str = "latest", split: str = "test",
                            limit: int | None = None, threads: int | None = None,
-                           trunk_dtype: str | None = None,
+                           trunk_dtype: str | None = None, device: str | None = None,
                            trained: TrainedPolicy | None = None) -> BenchmarkEvalReport:
     """Score a single-turn run's checkpoint on ``benchmark`` (default: the one it trained
     on): greedy answers with the run's prompt and ``eval_max_new_tokens``, the first
@@ -292,7 +299,7 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
     try:
         if trained is None:
             trained = load_trained_policy(run_dir, checkpoint, threads=threads,
-                                      trunk_dtype=trunk_dtype)
+                                      trunk_dtype=trunk_dtype, device=device)
         texts = greedy_answers(trained.policy, [t.prompt for t in tasks],
                                config.eval_max_new_tokens)
         answers = {t.id: a for t, a in zip(tasks, texts)}

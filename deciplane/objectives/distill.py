@@ -26,8 +26,8 @@ def expert_distill_loss(log_probs: torch.Tensor, expert: list[int | None]
     rows = [i for i, e in enumerate(expert) if e is not None]
     if not rows:
         return log_probs.sum() * 0.0, 0
-    idx = torch.tensor(rows)
-    tgt = torch.tensor([expert[i] for i in rows], dtype=torch.long)
+    idx = torch.tensor(rows, device=log_probs.device)
+    tgt = torch.tensor([expert[i] for i in rows], dtype=torch.long, device=log_probs.device)
     return -log_probs[idx].gather(1, tgt[:, None]).sum(), len(rows)
 
 

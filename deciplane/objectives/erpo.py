@@ -124,11 +124,11 @@ def erpo_loss(cfg: ERPOLossConfig, logp: torch.Tensor, old_logp: torch.Tensor | 
     if advantages.shape != (logp.shape[0],):
         raise ObjectiveInputError(f"advantages must be (B,) with B={logp.shape[0]}")
     m = as_bool_mask(mask)
-    zero = torch.zeros((), dtype=logp.dtype)
+    zero = logp.new_zeros(())
     logp = torch.where(m, logp, zero)                                           # (B, T)
     old = logp.detach() if old_logp is None else torch.where(m, old_logp, zero).detach()
     ratio = (logp - old).exp()                                                  # (B, T)
-    a = advantages.detach().to(logp.dtype)[:, None].expand_as(logp)             # (B, T)
+    a = advantages.detach().to(logp.device, logp.dtype)[:, None].expand_as(logp)             # (B, T)
     pg = token_mean(clipped_surrogate(ratio, a, cfg.eps_low, cfg.eps_high), m)
     ceil = entropy_ceiling(torch.where(m, entropy, zero), m, cfg.alpha, cfg.h_max)
     loss = pg + ceil

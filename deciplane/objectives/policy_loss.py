@@ -255,11 +255,11 @@ def policy_loss(cfg: PolicyLossConfig, logp: torch.Tensor, old_logp: torch.Tenso
     check_same_shape(logp=logp, old_logp=old_logp, mask=mask, ref_logp=ref_logp)
     m = as_bool_mask(mask)
     # padding may hold garbage (even inf): zero it so no NaN can leak into a gradient
-    zero = torch.zeros((), dtype=logp.dtype)
+    zero = logp.new_zeros(())
     logp, old_logp = torch.where(m, logp, zero), torch.where(m, old_logp, zero)  # (B, T)
     if ref_logp is not None:
         ref_logp = torch.where(m, ref_logp, zero)                               # (B, T)
-    adv = per_sample(advantages.detach().to(logp.dtype), logp)                  # (B, T)
+    adv = per_sample(advantages.detach().to(logp.device, logp.dtype), logp)                  # (B, T)
     adv = torch.where(m, adv, zero)                                             # (B, T)
     ratio = RATIOS[cfg.ratio](logp, old_logp, m)                                # (B, T)
     pg = clipped_surrogate(ratio, adv, cfg.eps_low, cfg.high)                   # (B, T)

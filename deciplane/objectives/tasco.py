@@ -88,7 +88,8 @@ def sam_perturbation(grads: Sequence[torch.Tensor | None], rho: float) -> list[t
 
     ``None`` gradients count as zeros; an all-zero gradient gives a zero perturbation.
     """
-    gs = [torch.zeros(()) if g is None else g.detach() for g in grads]
+    dev = next((g.device for g in grads if g is not None), None)   # where the grads are
+    gs = [torch.zeros((), device=dev) if g is None else g.detach() for g in grads]
     norm = torch.sqrt(sum((g.float() ** 2).sum() for g in gs))
     if float(norm) == 0.0:
         return [torch.zeros_like(g) for g in gs]

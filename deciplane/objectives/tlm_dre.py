@@ -79,7 +79,7 @@ def turn_confidence(ref_logp: torch.Tensor, turn_ids: torch.Tensor | None
     tid = check_turn_ids(turn_ids, ref_logp)
     slot, valid, m = _turn_slots(tid)
     b = ref_logp.shape[0]
-    x = torch.where(valid, ref_logp.detach().float(), torch.zeros(()))          # (B, T)
+    x = torch.where(valid, ref_logp.detach().float(), ref_logp.new_zeros((), dtype=torch.float32))
     total = segment_sum(x.flatten(), slot.flatten(), b * m)                     # (B*M,)
     count = segment_sum(valid.flatten().float(), slot.flatten(), b * m)         # (B*M,)
     conf = (total / count.clamp(min=1)).view(b, m)                              # (B, M)
@@ -121,10 +121,10 @@ def asymmetric_token_loss(logp: torch.Tensor, old_logp: torch.Tensor,
     if advantages.dim() != 1 or advantages.shape[0] != logp.shape[0]:
         raise ObjectiveInputError(f"advantages must be (B,) with B={logp.shape[0]} (one per "
                                   f"trajectory), got {list(advantages.shape)}")
-    zero = torch.zeros((), dtype=logp.dtype)
+    zero = logp.new_zeros(())
     log_rho = torch.where(mask, logp - old_logp.detach(), zero)                 # (B, T)
     rho = log_rho.exp()                                                         # (B, T)
-    a = advantages.detach().to(logp.dtype)[:, None].expand_as(logp)             # (B, T)
+    a = advantages.detach().to(logp.device, logp.dtype)[:, None].expand_as(logp)             # (B, T)
     pos = a >= 0                                                                # (B, T)
     loss_pos = clipped_surrogate(rho, a, cfg.eps_low_pos, cfg.eps_high_pos)     # (B, T)
     loss_neg = clipped_surrogate(rho, a, cfg.eps_low_neg, cfg.eps_high_neg)     # (B, T)
@@ -140,7 +140,7 @@ def turn_mean_aggregate(token_loss: torch.Tensor, turn_ids: torch.Tensor) -> tor
     tid = check_turn_ids(turn_ids, token_loss)
     slot, valid, m = _turn_slots(tid)
     b = token_loss.shape[0]
-    x = torch.where(valid, token_loss, torch.zeros((), dtype=token_loss.dtype))  # (B, T)
+    x = torch.where(valid, token_loss, token_loss.new_zeros(()))                # (B, T)
     total = segment_sum(x.flatten(), slot.flatten(), b * m).view(b, m)          # (B, M)
     count = segment_sum(valid.flatten().to(x.dtype), slot.flatten(), b * m).view(b, m)
     per_turn = total / count.clamp(min=1)                                       # (B, M)

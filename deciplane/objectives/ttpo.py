@@ -110,7 +110,7 @@ def negative_branch_loss(logp: torch.Tensor, advantages: torch.Tensor,
     if advantages.shape != (logp.shape[0],):
         raise ObjectiveInputError(f"advantages must be (B,) with B={logp.shape[0]}, got "
                                   f"{list(advantages.shape)}")
-    a = advantages.detach().to(logp.dtype).clamp(max=0.0)                      # (B,)
+    a = advantages.detach().to(logp.device, logp.dtype).clamp(max=0.0)                      # (B,)
     sel = as_bool_mask(token_mask) & as_bool_mask(mask)                         # (B, T)
     return -(a / _valid_counts(mask)) * masked_sum(logp, sel, dim=1)            # (B,)
 
@@ -203,7 +203,7 @@ def ttpo_loss(cfg: TTPOLossConfig, kl: torch.Tensor, entropy: torch.Tensor, logp
     agree = agree.bool()
     if agree.shape != (logp.shape[0],):
         raise ObjectiveInputError(f"agree must be (B,) with B={logp.shape[0]}")
-    zero = torch.zeros((), dtype=logp.dtype)
+    zero = logp.new_zeros(())
     kl, logp = torch.where(m, kl, zero), torch.where(m, logp, zero)             # (B, T)
     w = ttpo_token_weights(entropy, kl.detach(), m, cfg.entropy_clip_quantile)  # (B, T)
     l_opsd = opsd_loss(kl, w, m)                                                # (B,)

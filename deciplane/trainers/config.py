@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import torch
+
 from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
@@ -300,6 +302,20 @@ class TrainConfig:
     env_workers: EnvWorkersConfig = field(default_factory=EnvWorkersConfig)
     """Where rollout envs run: in process, or as Ray actors (backend: ray, num_workers: N)."""
 
+    def check(self, prefix: str = "") -> None:
+        # without CUDA run_training says so first (the device, not the workers, is wrong)
+        if str(self.model.device).startswith("cuda") and torch.cuda.is_available():
+            check_eval_workers(self.eval.workers, "cuda")
+
+
+def check_eval_workers(workers: int, device_type: str) -> None:
+    """``eval.workers > 1`` on a GPU: refused (each helper process would load its own copy
+    of the model on the same GPU, and they would queue on it anyway)."""
+    if workers > 1 and device_type == "cuda":
+        raise ConfigError(f"eval.workers={workers} with the model on a GPU: each helper process "
+                          "would load a second copy of the model on it; set eval.workers: 1 "
+                          "(batched evaluation on the GPU is the fast path)")
+
 
 @dataclass
 class RLiDPPOConfig(TrainConfig):
@@ -356,6 +372,7 @@ class RLiDPPOConfig(TrainConfig):
         "beta_menu": "rlid.beta_menu", "entropy_coef": "rlid.entropy_coef"}
 
     def check(self, prefix: str = "") -> None:
+        super().check(prefix)
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
         if self.bc.noise:
@@ -406,6 +423,7 @@ class TextPPOConfig(TrainConfig):
                                                 "clip_eps_high": "loss.eps_high"}
 
     def check(self, prefix: str = "") -> None:
+        super().check(prefix)
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
         if self.loss.kl_beta > 0:
@@ -487,6 +505,7 @@ class MathGRPOConfig(TrainConfig):
         return loss
 
     def check(self, prefix: str = "") -> None:
+        super().check(prefix)
         if self.advantage == "rloo" and self.group_size < 2:
             raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
         if self.env_workers.backend != "local":

@@ -94,7 +94,7 @@ def pad_menu_log_probs(rows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
     kmax = max(int(r.shape[0]) for r in rows)
     lp = torch.stack([torch.nn.functional.pad(r, (0, kmax - r.shape[0]), value=-1e9)
                       for r in rows])                                             # (N, K)
-    mask = torch.stack([torch.arange(kmax) < r.shape[0] for r in rows])          # (N, K)
+    mask = torch.stack([torch.arange(kmax, device=r.device) < r.shape[0] for r in rows])  # (N, K)
     return lp, mask
 
 
@@ -165,7 +165,7 @@ class RLiDPPO(Algorithm):
             self.critic = Critic(policy, detach_trunk=c.value_detach_trunk)
         self.teacher = None
         if c.distill.enabled and c.distill.teacher == "policy":
-            tp = load_policy(c.distill.teacher_model)
+            tp = load_policy(c.distill.teacher_model, device=str(policy.device))  # beside the student
             tp.model.eval()
             for p in tp.model.parameters():
                 p.requires_grad_(False)

@@ -24,13 +24,13 @@ from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm
-from deciplane.trainers.config import TrainConfig, load_config, to_dict
+from deciplane.trainers.config import TrainConfig, check_eval_workers, load_config, to_dict
 from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
 from deciplane.trainers.math_grpo import MathGRPO
 from deciplane.trainers.rlid_ppo import RLiDPPO
 from deciplane.trainers.text_ppo import TextPPO
 from deciplane.trainers.trainer import Trainer, ensure_unused_run_dir
-from deciplane.utils import flatten_dict, seed_everything
+from deciplane.utils import flatten_dict, resolve_device, seed_everything
 
 
 def build_policy(config: TrainConfig) -> Any:
@@ -169,6 +169,9 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
                                   f"({', '.join(diff[:5])}); resume with {saved} or start a new "
                                   f"--run-dir (only {', '.join(sorted(RESUMABLE_CHANGES))} may "
                                   "change on resume)")
+    # a GPU this machine lacks: a ConfigError now, not a traceback after the model load
+    device = resolve_device(distributed.local_device(config.model.device))
+    check_eval_workers(config.eval.workers, device.type)    # auto may have chosen the GPU
     if run_dir is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path("runs") / f"{config.algorithm}-{stamp}"

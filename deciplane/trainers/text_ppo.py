@@ -87,9 +87,9 @@ class TextPPO(Algorithm):
                                      temperature=self.config.temperature, model=model)
         tmax = max(1, max(sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs))
         b = len(trajs)
-        logp = torch.zeros(b, tmax)
-        old = torch.zeros(b, tmax)
-        tid = torch.full((b, tmax), -1, dtype=torch.long)
+        dev = per_turn[0].device if per_turn else self.policy.device   # the model's device
+        old = torch.zeros(b, tmax, device=dev)
+        tid = torch.full((b, tmax), -1, dtype=torch.long, device=dev)
         rows_lp: list[list[torch.Tensor]] = [[] for _ in range(b)]
         k = 0
         for i, tr in enumerate(trajs):
@@ -101,7 +101,7 @@ class TextPPO(Algorithm):
                 tid[i, pos:pos + n] = j
                 pos += n
                 k += 1
-        logp = torch.stack([torch.nn.functional.pad(torch.cat(r) if r else torch.zeros(0),
+        logp = torch.stack([torch.nn.functional.pad(torch.cat(r) if r else torch.zeros(0, device=dev),
                                                     (0, tmax - sum(x.numel() for x in r)))
                             for r in rows_lp])                                    # (B, T)
         return logp.float(), old, tid
