@@ -134,8 +134,10 @@ class MenuAgent:
         self.keep_readout = bool(keep_readout)
         self.block_cache = block_cache
         self.update_logits: Callable[[Sequence[Decision]], torch.Tensor] | None = None
-        self.tokens_computed = 0   # prompt tokens run through the model by act() (a counter)
-        self.tokens_prompted = 0   # prompt tokens act() needed states for (a counter)
+        # counters of act() (the cost account of a decision, benchmarks/decision_cost.py)
+        self.decisions = 0         # decisions made
+        self.tokens_prompted = 0   # their prompt tokens
+        self.tokens_computed = 0   # prompt tokens run through the model (not reused)
         self._prefix: tuple | None = None  # (key, ids tuple, [(k, v) per layer], boundary hidden)
 
     # ---- prompts -------------------------------------------------------------------------------
@@ -194,6 +196,8 @@ class MenuAgent:
         hists = histories or [None] * len(observations)
         encoded = [self._encode(o, m, h) for o, m, h in zip(observations, menus, hists)]
         prompt_ids = [e[0] for e in encoded]
+        self.decisions += len(prompt_ids)
+        self.tokens_prompted += sum(int(p.numel()) for p in prompt_ids)
         if self._needs_no_forward():   # an untrained item head: uniform whatever it reads
             last, hidden = None, None
             states = [torch.zeros((int(p.numel()), self.head.hidden_size), device=self.policy.device)
@@ -233,7 +237,6 @@ class MenuAgent:
         grouped by length so that padding wastes at most ``max_padding`` of the compute (a
         padded token costs as much as a real one).
         """
-        self.tokens_prompted += sum(int(p.numel()) for p in prompt_ids)
         if self.block_cache is not None:
             return self._block_rows(prompt_ids)
         if self.dedup:
@@ -320,6 +323,7 @@ class MenuAgent:
         """One prompt's kept states over all its tokens (``readout``, ``boundary``: ``(T,
         H)``) and, for a next-token readout, ``logits`` ``(1, V)`` after its last token."""
         cache = self.block_cache
+        cache.stats.rows += 1
         keys = chain_keys(ids, cache.block_tokens, context)
         blocks: list[Block] = []
         past = None               # the DynamicCache of blocks[:] while computing in a run

@@ -62,6 +62,7 @@ class Block:
 class CacheStats:
     """Counters since the cache was made (never reset by eviction)."""
 
+    rows: int = 0
     tokens_reused: int = 0
     tokens_computed: int = 0
     blocks_reused: int = 0
@@ -74,7 +75,7 @@ class CacheStats:
         return self.tokens_reused / total if total else 0.0
 
     def to_dict(self) -> dict[str, float]:
-        return {"tokens_reused": self.tokens_reused, "tokens_computed": self.tokens_computed,
+        return {"rows": self.rows, "tokens_reused": self.tokens_reused, "tokens_computed": self.tokens_computed,
                 "blocks_reused": self.blocks_reused, "blocks_computed": self.blocks_computed,
                 "evictions": self.evictions, "forwards": self.forwards,
                 "reuse_share": round(self.reuse_share(), 4)}

@@ -3,6 +3,7 @@ picks, valgrind, java (the facts come from :func:`deciplane.cli.doctor_report.do
 
 from __future__ import annotations
 
+import torch
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -42,11 +43,16 @@ def doctor_cmd() -> None:
 
     ok, why = interop_status()
     console.print(f"interop (OpenEnv, SkyRL): {'yes' if ok else 'no'} ({why})", highlight=False)
-    from deciplane.agents.precision import native_bf16
+    from deciplane.agents.precision import matmul_gflops, native_bf16, resolve_trunk_dtype
 
     console.print("native bf16 (model.trunk_dtype auto): "
                   + ("yes: frozen layers run in bfloat16" if native_bf16() else
                      "no: no avx512_bf16/amx_bf16 on this CPU, frozen layers stay float32"))
+    fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
+    auto = str(resolve_trunk_dtype("auto", "cpu")).removeprefix("torch.")
+    console.print(f"1024^3 matmul, one thread: float32 {fp32:.0f} GFLOP/s, bfloat16 {bf16:.0f} "
+                  f"GFLOP/s ({bf16 / fp32:.2f}x); model.trunk_dtype auto -> {auto}",
+                  highlight=False)
     from deciplane.envs.alfworld.official import doctor_lines
 
     for line in doctor_lines():  # ALFWorld-v0: packages, planner, official data + version

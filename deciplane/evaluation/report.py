@@ -328,6 +328,23 @@ def _time_table(summary: dict[str, Any]) -> list[str]:
                 f"{plan.get('warm_start_share', 0):.0%}; longest evaluation "
                 f"{_fmt(plan.get('eval_s_max'))} s, longest iteration "
                 f"{_fmt(plan.get('iteration_s_max'))} s."]
+        if plan.get("eval_cut_reason"):
+            out.append(f"Evaluation episodes cut: {plan['eval_cut_reason']}.")
+    cost = summary.get("decision_cost")
+    if cost:
+        out += ["", "## Cost of a decision (this process)", "",
+                "| phase | decisions | prompt tokens per decision | tokens computed per "
+                "decision | CPU-s per decision |", "|---|---|---|---|---|"]
+        for phase, row in (cost.get("phases") or {}).items():
+            out.append(f"| {phase} | {row['decisions']} | {row['prompt_tokens_per_decision']:.0f} "
+                       f"| {row['computed_tokens_per_decision']:.0f} | "
+                       f"{row['cpu_s_per_decision']:.3f} |")
+        cache = cost.get("prompt_cache")
+        if cache:
+            out.append(f"\nPrompt cache (blocks of {cache['block_tokens']} tokens, at most "
+                       f"{cache['max_bytes'] / 2 ** 30:.1f} GiB per process): "
+                       f"{cache['reuse_share']:.0%} of the tokens it was asked for read from it, "
+                       f"{cache['evictions']} blocks evicted.")
     return out
 
 

@@ -163,20 +163,20 @@ class CheckpointConfig:
 class PlanConfig:
     """How a run with `max_wall_time_s` shares its time (no effect without a limit)."""
 
-    eval_share: float = 0.25
-    """At most this share of max_wall_time_s for all held-out evaluations together (before training, after the warm start, final): after the first evaluation batch is timed, every evaluation plays the same number of episodes, cut to fit (at least one batch of 8, at most eval.episodes)."""
+    eval_share: float | None = None
+    """At most this share of max_wall_time_s for all held-out evaluations together (before training, after the warm start, during, final): after the first evaluation batch is timed, every evaluation plays the same number of episodes, cut to fit (at least one batch of 8, at most eval.episodes). null (default): evaluations come before RL: they may use everything the warm start's share leaves, and RL iterations get the rest (summary.json plan.eval_cut_reason says why episodes were cut, if they were)."""
     warm_start_share: float = 0.2
     """At most this share of max_wall_time_s for the behaviour-cloning warm start: no epoch starts that would end past it (the first always runs)."""
 
     def check(self, prefix: str = "") -> None:
         for name in ("eval_share", "warm_start_share"):
             v = getattr(self, name)
-            if not 0.0 < v < 1.0:
+            if v is not None and not 0.0 < v < 1.0:
                 raise ConfigError(f"{prefix}{name} = {v} must be in (0, 1)")
-        if self.eval_share + self.warm_start_share >= 0.9:
+        if self.eval_share is not None and self.eval_share + self.warm_start_share > 1.0:
             raise ConfigError(f"{prefix}eval_share + warm_start_share = "
-                              f"{self.eval_share + self.warm_start_share} leaves RL less than "
-                              "10% of max_wall_time_s; lower them")
+                              f"{self.eval_share + self.warm_start_share} exceeds the budget; "
+                              "lower them (or eval_share: null = all the warm start leaves)")
 
 
 @dataclass

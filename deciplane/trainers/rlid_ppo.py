@@ -157,6 +157,7 @@ class RLiDPPO(Algorithm):
                 menu_update_logits, policy.model, boundary=self.trunk_boundary,
                 pad_id=policy.tokenizer.pad_token_id, device=policy.device)
         self.eval_agent = greedy_agent(c, policy, self.block_cache)
+        self._labels_agent: MenuAgent | None = None   # the zero-shot labels readout's
         self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
                               workers=c.env_workers)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
@@ -389,8 +390,10 @@ class RLiDPPO(Algorithm):
         """``(agent, episode collector)`` of an evaluation: ``trained`` (the run's greedy
         agent) or ``labels`` (RLiD's labels readout on the same weights)."""
         if kind == "labels":
-            return (greedy_agent(self.config, self.policy, self.block_cache, readout="labels"),
-                    collect_menu_episodes)
+            if self._labels_agent is None:
+                self._labels_agent = greedy_agent(self.config, self.policy, self.block_cache,
+                                                  readout="labels")
+            return self._labels_agent, collect_menu_episodes
         if kind != "trained":
             raise ConfigError(f"unknown evaluation agent {kind!r} (trained, labels)")
         return self.eval_agent, collect_menu_episodes
@@ -399,6 +402,13 @@ class RLiDPPO(Algorithm):
         agent, collect = self.eval_spec("trained")
         return self.suite.evaluate(agent, split, self.config.eval.episodes, collect,
                                    model=self.policy.model, remote="trained")
+
+    def decision_counts(self) -> dict[str, int]:
+        """This process's menu decisions so far (rollouts, warm start, evaluations): how
+        many, their prompt tokens and the tokens run through the model."""
+        agents = [a for a in (self.agent, self.eval_agent, self._labels_agent) if a is not None]
+        return {k: sum(getattr(a, k) for a in agents)
+                for k in ("decisions", "tokens_prompted", "tokens_computed")}
 
     def eval_costs(self) -> dict[str, float]:
         """With the labels zero-shot timed first (a full forward per decision): the items

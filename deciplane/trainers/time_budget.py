@@ -7,7 +7,10 @@ Pure functions of measured times (no clocks here), used by the
   held-out evaluation have been timed, how many episodes every evaluation of the run (before training, after
   the warm start, final) may play so that together they stay within ``eval_share`` of the
   budget (at least one batch, at most what the config asks for; the same number for
-  every evaluation, so the agents compared play the same episodes);
+  every evaluation, so the agents compared play the same episodes). Evaluations come
+  before RL: :func:`eval_share_of` gives them all of the budget the warm start's share
+  leaves unless a config caps them lower, and RL iterations get the time that is left
+  (:func:`room_for_iteration`); :func:`eval_cut_reason` says why episodes were cut;
 * :func:`continue_epochs` — whether the warm start may run another epoch before its
   deadline (``warm_start_share`` of the budget after it began; the first epoch always
   runs);
@@ -38,6 +41,24 @@ def eval_episodes_that_fit(budget_s: float, eval_share: float, per_episode_s: fl
     return max(floor, min(requested, fit))
 
 
+def eval_share_of(eval_share: float | None, warm_start_share: float) -> float:
+    """The evaluations' share of the budget: ``eval_share`` when a config caps it, else
+    everything the warm start's share leaves (evaluations come before RL iterations)."""
+    return 1.0 - warm_start_share if eval_share is None else eval_share
+
+
+def eval_cut_reason(episodes: int, requested: int, per_episode_s: float, evaluations: float,
+                    budget_s: float, eval_share: float) -> str | None:
+    """Why every evaluation plays ``episodes`` of the ``requested`` (None when none were
+    cut), in numbers a reader can check."""
+    if episodes >= requested:
+        return None
+    need = evaluations * requested * per_episode_s
+    return (f"{evaluations:.2f} evaluations x {requested} episodes x {per_episode_s:.1f} s = "
+            f"{need:.0f} s would exceed the evaluations' {eval_share:.0%} of the "
+            f"{budget_s:.0f} s budget ({eval_share * budget_s:.0f} s): {episodes} episodes fit")
+
+
 def continue_epochs(now_s: float, deadline_s: float | None, last_epoch_s: float) -> bool:
     """Another epoch (about as long as the last one) ends before ``deadline_s``."""
     return deadline_s is None or now_s + last_epoch_s <= deadline_s
@@ -52,4 +73,5 @@ def room_for_iteration(elapsed_s: float, budget_s: float | None, iteration_s: fl
     return elapsed_s + (iteration_s or 0.0) + reserve_s <= budget_s
 
 
-__all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "eval_episodes_that_fit", "room_for_iteration"]
+__all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "eval_cut_reason", "eval_episodes_that_fit",
+           "eval_share_of", "room_for_iteration"]

@@ -46,7 +46,8 @@ from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
 from deciplane.engine.logger import METRICS_FILE, RunLogger
 from deciplane.trainers.time_budget import (PLAN_AFTER_EPISODES, continue_epochs,
-                                        eval_episodes_that_fit, room_for_iteration)
+                                            eval_cut_reason, eval_episodes_that_fit,
+                                            eval_share_of, room_for_iteration)
 from deciplane.utils import atomic_write_json, seed_everything
 
 
@@ -164,10 +165,30 @@ class Trainer:
     def _initial_plan(self) -> dict[str, Any]:
         cfg = self.config
         return {"max_wall_time_s": cfg.max_wall_time_s,
-                "eval_share": cfg.plan.eval_share,
+                "eval_share": self._eval_share(),
                 "warm_start_share": cfg.plan.warm_start_share,
                 "eval_episodes_requested": getattr(cfg.eval, "episodes", None),
                 "eval_episodes": None}
+
+    def _eval_share(self) -> float:
+        return eval_share_of(self.config.plan.eval_share, self.config.plan.warm_start_share)
+
+    def _plan_evaluations(self, per_ep: float, requested: int, minimum: int) -> int:
+        """Episodes per evaluation from a timed (or cached) per-episode cost; the plan
+        records the numbers and, when episodes were cut, why."""
+        cfg, plan = self.config, self.extra["plan"]
+        evaluations = self._evaluations_planned()
+        n = eval_episodes_that_fit(cfg.max_wall_time_s, self._eval_share(), per_ep,
+                                   evaluations, requested, minimum=minimum)
+        if distributed.active():    # rank 0's number on every rank: the same episodes
+            n = distributed.sum_int(n if distributed.is_main() else 0)
+        plan.update({"eval_episodes": n, "eval_probe_s_per_episode": per_ep,
+                     "evaluations": evaluations,
+                     "eval_cut_reason": eval_cut_reason(n, requested, per_ep, evaluations,
+                                                        cfg.max_wall_time_s,
+                                                        self._eval_share())})
+        self._set_eval_limit(n)
+        return n
 
     def _elapsed(self) -> float:
         return self._base_wall + time.perf_counter() - self._session_t0
@@ -182,6 +203,7 @@ class Trainer:
         ``game_generation`` instead."""
         suite = getattr(self.algo, "suite", None)
         setup0 = getattr(suite, "setup_s", 0.0)
+        cost0 = self._decision_cost()
         t0 = time.perf_counter()
         try:
             yield
@@ -190,6 +212,26 @@ class Trainer:
             self._add_phase(name, time.perf_counter() - t0 - setup)
             if setup:
                 self._add_phase("game_generation", setup)
+            self._add_decision_cost(name, cost0)
+
+    def _decision_cost(self) -> dict[str, float] | None:
+        """This process's decisions, prompt tokens, tokens computed and CPU-s so far (an
+        algorithm with ``decision_counts``: the menu agent's), else None."""
+        counts = getattr(self.algo, "decision_counts", None)
+        if counts is None:
+            return None
+        c = counts()
+        return {"decisions": c["decisions"], "prompt_tokens": c["tokens_prompted"],
+                "computed_tokens": c["tokens_computed"], "cpu_s": time.process_time()}
+
+    def _add_decision_cost(self, phase: str, before: dict[str, float] | None) -> None:
+        now = self._decision_cost()
+        if before is None or now is None or now["decisions"] == before["decisions"]:
+            return
+        costs = self.extra.setdefault("decision_cost", {})
+        row = costs.setdefault(phase, {k: 0.0 for k in now})
+        for k in now:
+            row[k] += now[k] - before[k]
 
     def _set_eval_limit(self, n: int | None) -> None:
         suite = getattr(self.algo, "suite", None)
@@ -236,16 +278,10 @@ class Trainer:
             # env building (JVM starts) is paid once, not per episode: left out
             setup = getattr(suite, "setup_s", 0.0) - plan_box.get("setup0", 0.0)
             per_ep = max(0.0, time.perf_counter() - plan_box["t0"] - setup) / max(done, 1)
-            n = eval_episodes_that_fit(cfg.max_wall_time_s, cfg.plan.eval_share, per_ep,
-                                       self._evaluations_planned(), total, minimum=done)
-            if distributed.active():    # rank 0's number on every rank: the same episodes
-                n = distributed.sum_int(n if distributed.is_main() else 0)
-            plan.update({"eval_episodes": n, "eval_probe_s_per_episode": per_ep,
-                         "evaluations": self._evaluations_planned()})
-            self._set_eval_limit(n)
+            n = self._plan_evaluations(per_ep, total, minimum=done)
             if n < total:
                 logger.print(f"time plan: {n} of {total} evaluation episodes per evaluation "
-                             f"fit in {cfg.plan.eval_share:.0%} of {cfg.max_wall_time_s:.0f} s "
+                             f"fit in {self._eval_share():.0%} of {cfg.max_wall_time_s:.0f} s "
                              f"({per_ep:.1f} s per episode)")
 
         self._eval_probe = plan_box
@@ -363,13 +399,9 @@ class Trainer:
         requested = len(suite.eval_seeds(split, cfg.eval.episodes)) if suite else res["episodes"]
         if cfg.max_wall_time_s is not None and plan.get("eval_episodes") is None:
             per_ep = float(entry["s_per_episode"])
-            n = eval_episodes_that_fit(cfg.max_wall_time_s, cfg.plan.eval_share, per_ep,
-                                       self._evaluations_planned(), requested,
+            n = self._plan_evaluations(per_ep, requested,
                                        minimum=min(PLAN_AFTER_EPISODES, requested))
-            plan.update({"eval_episodes": n, "eval_probe_s_per_episode": per_ep,
-                         "evaluations": self._evaluations_planned(),
-                         "eval_probe": "baseline cache"})
-            self._set_eval_limit(n)
+            plan["eval_probe"] = "baseline cache"
             if n < requested:
                 logger.print(f"time plan: {n} of {requested} evaluation episodes per "
                              f"evaluation fit (cached {per_ep:.1f} s per episode)")
@@ -533,11 +565,29 @@ class Trainer:
                                                "final": final}),
             "plan": self.extra.get("plan"),
             "time": time_breakdown(self.phases, c.wall_time_s),
+            **({"decision_cost": decision_cost_summary(self.extra["decision_cost"],
+                                                       getattr(self.algo, "block_cache", None))}
+               if self.extra.get("decision_cost") else {}),
             "provenance": provenance(),
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                         **_precision(getattr(self.algo, "policy", None))},
         }
+
+
+def decision_cost_summary(costs: dict[str, dict[str, float]], cache: Any) -> dict[str, Any]:
+    """Per phase, what a menu decision cost in this process: prompt tokens, tokens computed
+    and CPU-s per decision (a phase's CPU-s include its env steps and updates; with
+    ``eval.workers: 2`` a helper's decisions and CPU are not in them), and the prompt
+    cache's state (``prompt_cache.mode: blocks``; this session's counters)."""
+    phases = {}
+    for name, row in costs.items():
+        n = max(1.0, row["decisions"])
+        phases[name] = {"decisions": int(row["decisions"]),
+                        "prompt_tokens_per_decision": row["prompt_tokens"] / n,
+                        "computed_tokens_per_decision": row["computed_tokens"] / n,
+                        "cpu_s_per_decision": row["cpu_s"] / n}
+    return {"phases": phases, "prompt_cache": None if cache is None else cache.describe()}
 
 
 def _precision(policy: Any) -> dict[str, Any]:

@@ -48,12 +48,15 @@ def _metrics(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_at", ["iter_000000", "iter_000001"])
-def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, kill_at):
+@pytest.mark.parametrize("kill_at,prompt_cache", [("iter_000000", "batch"),
+                                                  ("iter_000001", "batch"),
+                                                  ("iter_000001", "blocks")])
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, kill_at, prompt_cache):
     """Killed right after the pre-RL checkpoint (before-eval done, iteration 1 running) or
-    after iteration 1: the resumed run logs exactly the uninterrupted run's metrics."""
+    after iteration 1: the resumed run logs exactly the uninterrupted run's metrics (with
+    the prompt cache too: the resumed process starts with an empty one)."""
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(CONFIG)
+    cfg.write_text(CONFIG + f"prompt_cache: {{mode: {prompt_cache}, block_tokens: 16}}\n")
     full, killed = tmp_path / "full", tmp_path / "killed"
     subprocess.run(_cli("train", str(cfg), "--run-dir", str(full)), check=True, env=_env(),
                    cwd=tmp_path, timeout=600, capture_output=True)
