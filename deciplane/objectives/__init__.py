@@ -44,7 +44,7 @@ from .advantages import (ADVANTAGE_ESTIMATORS, AdvantageConfig, compute_advantag
                          degenerate_groups, discounted_returns, dr_grpo_advantages, gae,
                          gigpo_advantages, grpo_advantages, is_degenerate_batch,
                          reinforce_pp_advantages, rloo_advantages, step_group_advantages,
-                         step_group_share, varied_group_share)
+                         step_group_ids, step_group_share, varied_group_share)
 from deciplane._moved import renamed_names
 
 from .common import (entropy_from_logits, gather_log_probs, group_ids_from_keys,
@@ -76,7 +76,7 @@ __all__ = [
     "ADVANTAGE_ESTIMATORS", "AdvantageConfig", "compute_advantages", "degenerate_groups",
     "dr_grpo_advantages", "gae", "grpo_advantages", "is_degenerate_batch", "varied_group_share",
     "reinforce_pp_advantages", "rloo_advantages", "discounted_returns", "gigpo_advantages",
-    "step_group_advantages", "step_group_share",
+    "step_group_advantages", "step_group_ids", "step_group_share",
     # common
     "entropy_from_logits", "gather_log_probs", "group_ids_from_keys", "kl_from_logits",
     "masked_mean", "masked_minmax_normalize", "masked_quantile", "masked_sum",

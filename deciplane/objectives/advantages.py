@@ -153,10 +153,11 @@ def step_group_advantages(returns: torch.Tensor, step_ids: torch.Tensor,
     return torch.where(std > 0, centred / (std + eps), torch.zeros_like(centred))  # (N,)
 
 
-def _step_ids(group_ids: torch.Tensor, anchor_ids: torch.Tensor, mask: torch.Tensor
+def step_group_ids(group_ids: torch.Tensor, anchor_ids: torch.Tensor, mask: torch.Tensor
               ) -> torch.Tensor:
-    """One id per valid decision ``(N,)`` for each (episode group, anchor state) pair, in
-    the row-major order of ``mask``."""
+    """GiGPO's step groups: one id per valid decision ``(N,)`` for each (episode group,
+    anchor state) pair, in the row-major order of ``mask``. ``(E,), (E, T), (E, T) -> (N,)``;
+    example: groups ``[0, 1]``, anchors ``[[5, 6], [5, 5]]`` -> ``[0, 1, 2, 2]``."""
     g = group_ids.long()[:, None].expand_as(anchor_ids)[mask]                   # (N,)
     a = anchor_ids.long()[mask]                                              # (N,)
     if a.numel() and int(a.min()) < 0:
@@ -215,7 +216,7 @@ def gigpo_advantages(rewards: torch.Tensor, mask: torch.Tensor, group_ids: torch
     est = grpo_advantages if norm == "std" else dr_grpo_advantages
     a_ep = est(episode, group_ids, eps=eps)                                  # (E,)
     ret = discounted_returns(r, m, gamma)                                    # (E, T)
-    a_step = step_group_advantages(ret[m], _step_ids(group_ids, anchor_ids, m),
+    a_step = step_group_advantages(ret[m], step_group_ids(group_ids, anchor_ids, m),
                                    norm, eps)                                # (N,)
     out = a_ep[:, None].expand_as(r).clone()                                 # (E, T)
     out[m] = out[m] + weight * a_step
@@ -231,7 +232,7 @@ def step_group_share(group_ids: torch.Tensor, anchor_ids: torch.Tensor,
     m = _check_gigpo(torch.zeros(anchor_ids.shape), mask, group_ids, anchor_ids)
     if not m.any():
         return 0.0
-    ids = _step_ids(group_ids, anchor_ids, m)                                # (N,)
+    ids = step_group_ids(group_ids, anchor_ids, m)                                # (N,)
     size = torch.bincount(ids)[ids]                                          # (N,)
     return float((size >= 2).float().mean())
 

@@ -109,3 +109,10 @@ def test_gigpo_rejects_bad_shapes_and_left_padding():
         gigpo_advantages(REWARDS, T([[False, True, True], [True, True, True]]), GROUPS, ANCHORS)
     with pytest.raises(ObjectiveInputError, match="anchor_ids"):
         gigpo_advantages(REWARDS, MASK, GROUPS, T([[0, -1, -1], [0, 2, 0]]))
+
+
+def test_step_group_ids_hand_computed():
+    from deciplane.objectives import step_group_ids
+
+    ids = step_group_ids(T([0, 1]), T([[5, 6], [5, 5]]), torch.ones(2, 2, dtype=torch.bool))
+    assert ids.tolist() == [0, 1, 2, 2]
