@@ -293,6 +293,13 @@ def _expert_of(ep: Episode) -> int | None:
     return None if e is None else int(e)
 
 
+def _state_key_of(ep: Episode) -> dict[str, str]:
+    """``{"state_key": ...}`` of the state the agent decides in, where the env gives one
+    (GiGPO's anchor state, :meth:`deciplane.envs.menu.base.MenuTextEnv.state_key`)."""
+    key = ep.info.get("state_key")
+    return {} if key is None else {"state_key": str(key)}
+
+
 def _decide(agent: Any, eps: list[Episode], turn_seed: int) -> list[Any]:
     """The agent's decisions for the live episodes, in one batched call."""
     return agent.act([str(ep.obs) for ep in eps], [_menu_of(ep.info) for ep in eps],
@@ -312,7 +319,8 @@ def collect_menu_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Se
         decisions = _decide(agent, eps, turn_seed)
         for ep, d in zip(eps, decisions):
             ep.turns.append(Turn(observation=str(ep.obs), action=d.action, reward=0.0,
-                                 decision=d, expert_index=_expert_of(ep)))
+                                 decision=d, expert_index=_expert_of(ep),
+                                 info=_state_key_of(ep)))
         return [int(d.index) for d in decisions]
 
     return _episodes(vec, reset_seeds, group_size, max_steps, act, "g", seed)
@@ -365,7 +373,8 @@ def collect_text_episodes(agent: Any, vec: gym.vector.VectorEnv, reset_seeds: Se
                                  reward=0.0, prompt_ids=d.prompt_ids,
                                  response_ids=d.response_ids,
                                  response_logprobs=d.response_logprobs, invalid=invalid,
-                                 expert_index=_expert_of(ep), info={"text": d.text}))
+                                 expert_index=_expert_of(ep),
+                                 info={"text": d.text, **_state_key_of(ep)}))
             out.append(idx)
         return out
 

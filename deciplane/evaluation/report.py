@@ -229,6 +229,10 @@ def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] |
             g = summary["groups_with_signal"]
             lines.append("- groups whose returns differ (RL signal), per iteration: "
                          + ", ".join(f"{x:.0%}" for x in g))
+        if summary.get("step_group_share"):
+            g = summary["step_group_share"]
+            lines.append("- decisions in a GiGPO step group of 2 or more (a recurring "
+                         "state), per iteration: " + ", ".join(f"{x:.0%}" for x in g))
         if summary.get("split_fingerprints"):
             fps = ", ".join(f"{k}={v}" for k, v in summary["split_fingerprints"].items())
             lines.append(f"- split fingerprints: {fps}")

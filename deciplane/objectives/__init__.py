@@ -7,7 +7,8 @@ to functions (``ADVANTAGE_ESTIMATORS``, ``AGGREGATIONS``, ``RATIOS``, ``KL_ESTIM
 
 advantages (§4, exact)
     grpo_advantages, dr_grpo_advantages, rloo_advantages, reinforce_pp_advantages,
-    compute_advantages + AdvantageConfig, gae, degenerate_groups, is_degenerate_batch
+    compute_advantages + AdvantageConfig, gae, degenerate_groups, is_degenerate_batch,
+    gigpo_advantages (+ discounted_returns, step_group_advantages, step_group_share)
 policy_loss (§4, exact)
     token_ratio, gspo_sequence_ratio, gspo_token_ratio, clipped_surrogate, clip_fraction,
     aggregate (token_mean | seq_mean | seq_sum_const), aggregation_weights, kl_k1, kl_k2, kl_k3,
@@ -40,9 +41,10 @@ common
 from __future__ import annotations
 
 from .advantages import (ADVANTAGE_ESTIMATORS, AdvantageConfig, compute_advantages,
-                         degenerate_groups, dr_grpo_advantages, gae, grpo_advantages,
-                         is_degenerate_batch, reinforce_pp_advantages, rloo_advantages,
-                         varied_group_share)
+                         degenerate_groups, discounted_returns, dr_grpo_advantages, gae,
+                         gigpo_advantages, grpo_advantages, is_degenerate_batch,
+                         reinforce_pp_advantages, rloo_advantages, step_group_advantages,
+                         step_group_ids, step_group_share, varied_group_share)
 from deciplane._moved import renamed_names
 
 from .common import (entropy_from_logits, gather_log_probs, group_ids_from_keys,
@@ -73,7 +75,8 @@ __all__ = [
     # advantages
     "ADVANTAGE_ESTIMATORS", "AdvantageConfig", "compute_advantages", "degenerate_groups",
     "dr_grpo_advantages", "gae", "grpo_advantages", "is_degenerate_batch", "varied_group_share",
-    "reinforce_pp_advantages", "rloo_advantages",
+    "reinforce_pp_advantages", "rloo_advantages", "discounted_returns", "gigpo_advantages",
+    "step_group_advantages", "step_group_ids", "step_group_share",
     # common
     "entropy_from_logits", "gather_log_probs", "group_ids_from_keys", "kl_from_logits",
     "masked_mean", "masked_minmax_normalize", "masked_quantile", "masked_sum",

@@ -72,7 +72,7 @@ class TextBatch:
     """Free-text episodes: one loss unit per trajectory."""
 
     trajs: list[Trajectory]
-    advantages: torch.Tensor     # (N,) per trajectory
+    advantages: torch.Tensor     # (N,) per trajectory, or (N, M) per turn (gigpo)
     n_tokens: list[int]          # response tokens per trajectory
 
     def select(self, rows: list[int]) -> "TextBatch":

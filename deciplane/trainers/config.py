@@ -325,10 +325,14 @@ class RLiDPPOConfig(TrainConfig):
     """Menu-agent PPO."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Environment suite."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae"] = "grpo"
-    """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "gigpo"] = "grpo"
+    """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt, or `gigpo` (GiGPO, arXiv 2505.10978): per decision, the episode's group advantage + gigpo_weight x the step advantage among the group's decisions taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each step."""
     gamma: float = 1.0
-    """advantage=gae: discount per decision (1.0 = undiscounted; step_penalty then favours shorter wins)."""
+    """advantage=gae and advantage=gigpo: discount per decision (1.0 = undiscounted; step_penalty then favours shorter wins). gigpo discounts only the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
+    gigpo_weight: float = option(1.0, ge=0)
+    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
+    gigpo_norm: Literal["std", "mean"] = "std"
+    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
     gae_lambda: float = 0.95
     """advantage=gae: GAE lambda (0 = one-step TD advantages, 1 = Monte-Carlo return minus the value)."""
     value_coef: float = 0.5
@@ -400,8 +404,14 @@ class TextPPOConfig(TrainConfig):
     """Free-text agent prompt style."""
     max_new_tokens: int = option(12, gt=0)
     """Generated tokens per turn."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
-    """Episode-level group advantage estimator."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gigpo"] = "grpo"
+    """Episode-level group advantage estimator, or `gigpo` (GiGPO, arXiv 2505.10978): per turn, the episode's group advantage + gigpo_weight x the step advantage among the group's turns taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each turn; every token of a turn gets its turn's advantage."""
+    gamma: float = option(1.0, ge=0, le=1)
+    """advantage=gigpo: discount per turn of the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
+    gigpo_weight: float = option(1.0, ge=0)
+    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
+    gigpo_norm: Literal["std", "mean"] = "std"
+    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
     reward: Literal["return", "won"] = "return"
     """Trajectory reward: summed env reward or 1/0 for won."""
     step_penalty: float = option(0.0, ge=0)
@@ -426,6 +436,10 @@ class TextPPOConfig(TrainConfig):
         super().check(prefix)
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.advantage == "gigpo" and self.tlm_dre.enabled:
+            raise ConfigError("advantage=gigpo gives one advantage per turn, but TLM-DRE "
+                              "weights one per trajectory: set tlm_dre.enabled: false or "
+                              "advantage: grpo")
         if self.loss.kl_beta > 0:
             raise ConfigError("text_ppo keeps no reference model: set loss.kl_beta: 0")
         if self.loss.aggregation != "token_mean":

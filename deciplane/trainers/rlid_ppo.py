@@ -5,7 +5,9 @@ distillation to a teacher (the env expert one-hot, or another policy's menu
 distribution) on the student's own states, combined by CORD in the engine; optional
 behaviour-cloning warm start. With ``advantage: gae`` a value head
 (:mod:`deciplane.trainers.critic`) gives per-decision GAE advantages instead of the
-episode-level group baseline. Loss formulas come from :mod:`deciplane.objectives`.
+episode-level group baseline; with ``advantage: gigpo`` (GiGPO) each decision adds a
+step-level advantage among the group's decisions in the same state
+(:func:`gigpo_turn_advantages`). Loss formulas come from :mod:`deciplane.objectives`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from deciplane.engine.episodes import collect_menu_episodes
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.engine.trunk import first_trainable_layer, menu_update_logits, trunk_boundary
 from deciplane.errors import ConfigError
-from deciplane.objectives.advantages import (ADVANTAGE_ESTIMATORS, is_degenerate_batch,
+from deciplane.objectives.advantages import (ADVANTAGE_ESTIMATORS, discounted_returns,
+                                             gigpo_advantages, is_degenerate_batch,
+                                             step_group_ids, step_group_share,
                                              varied_group_share)
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
@@ -49,6 +53,48 @@ def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]
     gids = torch.tensor([keys[k] for k in group_keys], dtype=torch.long)          # (N,)
     r = torch.as_tensor(rewards, dtype=torch.float32)                            # (N,)
     return ADVANTAGE_ESTIMATORS[estimator](r, gids), gids
+
+
+def anchor_ids(trajs: list[Trajectory]) -> torch.Tensor:
+    """``(E, T)`` integer id of the state each turn was taken in (``turn.info["state_key"]``,
+    :meth:`deciplane.envs.menu.base.MenuTextEnv.state_key`; equal keys, equal ids), -1 on
+    padding. Raises ConfigError if a turn has no key."""
+    t_max = max([len(tr) for tr in trajs] + [1])
+    out = torch.full((len(trajs), t_max), -1, dtype=torch.long)                  # (E, T)
+    index: dict[str, int] = {}
+    for e, tr in enumerate(trajs):
+        for j, t in enumerate(tr.turns):
+            key = t.info.get("state_key")
+            if key is None:
+                raise ConfigError("advantage=gigpo groups decisions by the env's "
+                                  "info['state_key'], but this env gives none (TextWorld-v0 "
+                                  "only with observation: state; an env of your own: "
+                                  "implement MenuTextEnv._anchor_state or return "
+                                  "info['state_key']); use advantage: grpo otherwise")
+            out[e, j] = index.setdefault(str(key), len(index))
+    return out
+
+
+def gigpo_turn_advantages(trajs: list[Trajectory], reward: str, step_penalty: float,
+                          gamma: float, weight: float, norm: str,
+                          invalid_penalty: float = 0.0) -> tuple[torch.Tensor, float, bool]:
+    """advantage=gigpo: per-turn advantages ``(E, T)`` (right padded,
+    :func:`deciplane.objectives.advantages.gigpo_advantages`) from the per-turn rewards
+    (their row sums are the trajectory rewards), the share of turns whose state recurs in
+    their group (``rollout/step_group_share``) and whether the batch is degenerate (every
+    episode group and every step group with all-equal returns: zero advantage, the
+    trainer skips the step)."""
+    rewards, mask = turn_rewards(trajs, reward, step_penalty, invalid_penalty)  # (E, T)
+    keys = {k: i for i, k in enumerate(dict.fromkeys(t.group_id for t in trajs))}
+    gids = torch.tensor([keys[t.group_id] for t in trajs], dtype=torch.long)     # (E,)
+    anchors = anchor_ids(trajs)                                                  # (E, T)
+    adv = gigpo_advantages(rewards, mask, gids, anchors, gamma=gamma, weight=weight,
+                           norm=norm)                                            # (E, T)
+    steps = discounted_returns(rewards, mask, gamma)[mask]                      # (N,)
+    degenerate = (is_degenerate_batch(rewards.sum(dim=1), gids)
+                  and (weight == 0 or is_degenerate_batch(
+                      steps, step_group_ids(gids, anchors, mask))))
+    return adv, step_group_share(gids, anchors, mask), degenerate
 
 
 def greedy_agent(config: RLiDPPOConfig, policy: Any, block_cache: Any = None,
@@ -201,6 +247,14 @@ class RLiDPPO(Algorithm):
             # even with all-equal rewards the critic's errors give non-zero advantages and
             # the value head has targets: never a skipped step
             degenerate = not data.decisions
+        elif c.advantage == "gigpo":
+            adv, share, degenerate = gigpo_turn_advantages(
+                trajs, c.reward, c.step_penalty, c.gamma, c.gigpo_weight,
+                c.gigpo_norm)                                                    # (E, T)
+            data = flatten_decisions(trajs, adv, c.rlid.length_balance)
+            metrics["rollout/adv_abs"] = (float(data.advantages.abs().mean())
+                                          if data.decisions else 0.0)
+            metrics["rollout/step_group_share"] = share
         else:
             adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
             data = flatten_decisions(trajs, adv, c.rlid.length_balance)
@@ -433,5 +487,5 @@ class RLiDPPO(Algorithm):
 
 __getattr__ = renamed_names(__name__)   # MenuPPO, its name until 0.3
 
-__all__ = ["RLiDPPO", "bc_valid_episodes", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
+__all__ = ["RLiDPPO", "anchor_ids", "bc_valid_episodes", "gigpo_turn_advantages", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]

@@ -24,7 +24,7 @@ from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.engine.checkpoint import iteration_seed
 from deciplane.trainers.config import TextPPOConfig
 from deciplane.trainers.env_suite import EnvSuite
-from deciplane.trainers.rlid_ppo import group_advantages
+from deciplane.trainers.rlid_ppo import gigpo_turn_advantages, group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, run_bc_epochs, text_bc_loss)
@@ -67,15 +67,21 @@ class TextPPO(Algorithm):
                                                  c.env.max_episode_steps, seed)
         self.policy.model.train()
         rewards = trajectory_rewards(trajs, c.reward, c.step_penalty, c.invalid_penalty)
-        adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
         ntok = [sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs]
         metrics = stats.metrics()
+        if c.advantage == "gigpo":
+            adv, share, degenerate = gigpo_turn_advantages(
+                trajs, c.reward, c.step_penalty, c.gamma, c.gigpo_weight, c.gigpo_norm,
+                c.invalid_penalty)                                               # (B, M)
+            metrics["rollout/step_group_share"] = share
+        else:
+            adv, gids = group_advantages(c.advantage, rewards, [t.group_id for t in trajs])
+            degenerate = is_degenerate_batch(torch.as_tensor(rewards), gids)
         metrics["rollout/reward"] = float(rewards.mean())
         metrics["rollout/tokens_per_turn"] = sum(ntok) / max(1, stats.env_steps)
         return RolloutBatch(n_units=len(trajs), data=TextBatch(trajs, adv, ntok),
                             env_steps=stats.env_steps, episodes=stats.episodes,
-                            degenerate=is_degenerate_batch(torch.as_tensor(rewards), gids),
-                            metrics=metrics)
+                            degenerate=degenerate, metrics=metrics)
 
     def _token_tensors(self, trajs: list[Trajectory], model: Any | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -114,8 +120,10 @@ class TextPPO(Algorithm):
 
     def loss(self, batch: RolloutBatch[TextBatch], micro: list[int]) -> MicroLoss:
         data = batch.select(micro).data
-        trajs, adv = data.trajs, data.advantages                                 # (B,)
+        trajs, adv = data.trajs, data.advantages                        # (B,) or (B, M)
         logp, old, tid = self._token_tensors(trajs)
+        if adv.dim() == 2:   # advantage=gigpo: each token gets its turn's advantage
+            adv = adv.gather(1, tid.clamp(min=0)) * (tid >= 0).float()          # (B, T)
         if self.config.tlm_dre.enabled:
             with torch.no_grad(), self.policy.reference() as ref:
                 ref_lp, _, _ = self._token_tensors(trajs, model=ref)

@@ -462,6 +462,9 @@ class Trainer:
         if "rollout/groups_with_signal" in metrics:   # where a group baseline can learn
             self.extra.setdefault("groups_with_signal", []).append(
                 round(float(metrics["rollout/groups_with_signal"]), 4))
+        if "rollout/step_group_share" in metrics:   # advantage=gigpo: recurring states
+            self.extra.setdefault("step_group_share", []).append(
+                round(float(metrics["rollout/step_group_share"]), 4))
         metrics.update({"env_steps": self.counters.env_steps,
                         "episodes": self.counters.episodes,
                         "optim/steps": self.counters.optimizer_steps,
@@ -556,6 +559,8 @@ class Trainer:
                if self.extra.get("baseline_cache") else {}),
             "during": self.extra.get("during", []),
             "groups_with_signal": self.extra.get("groups_with_signal", []),
+            **({"step_group_share": self.extra["step_group_share"]}
+               if self.extra.get("step_group_share") else {}),
             "eval": final,
             "comparisons": paired_comparisons({"zero_shot_labels": self.extra.get(
                                                    "zero_shot_labels") or {},

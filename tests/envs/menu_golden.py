@@ -43,9 +43,15 @@ def canon(value: Any) -> Any:
 
 def portable(record: tuple) -> tuple:
     """``record`` with ``info["game"]`` (a path under ``$DECIPLANE_HOME`` for TextWorld) cut
-    to its file name, so the digests do not depend on where the games are cached."""
-    return tuple({**r, "game": Path(r["game"]).name} if isinstance(r, dict) and "game" in r
-                 else r for r in record)
+    to its file name, so the digests do not depend on where the games are cached, and
+    without ``info["state_key"]`` (added after the digests were recorded, issue 48: the
+    digests still check every other entry)."""
+    return tuple(_without_state_key({**r, "game": Path(r["game"]).name} if isinstance(r, dict)
+                                    and "game" in r else r) for r in record)
+
+
+def _without_state_key(r: Any) -> Any:
+    return {k: v for k, v in r.items() if k != "state_key"} if isinstance(r, dict) else r
 
 
 def digest(record: Any) -> str:

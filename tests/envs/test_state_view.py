@@ -118,3 +118,17 @@ def test_alfworld_state_view_has_the_place_and_the_inventory_after_go_and_take()
             pytest.fail("the expert took nothing in 8 steps")
     finally:
         env.close()
+
+
+def test_state_key_reads_sets_not_orders_and_tells_inventories_apart():
+    from deciplane.envs.menu.text import inventory_items, state_key
+
+    here = "You are in the kitchen.  There is a fridge."
+    k = state_key(0, here, ["a towel", "a key"], ["take mug", "move north"])
+    assert k == state_key(0, " ".join(here.split()), ["a key", "a towel"],
+                          ["move north", "take mug"])
+    assert k != state_key(0, here, ["a towel"], ["take mug", "move north"])
+    assert k != state_key(0, here, ["a towel", "a key"], ["take mug"])
+    assert k != state_key(1, here, ["a towel", "a key"], ["take mug", "move north"])
+    assert len(k) == 16 and int(k, 16) >= 0
+    assert inventory_items("Inventory:\n  a towel\n  a key\n") == ["a towel", "a key"]

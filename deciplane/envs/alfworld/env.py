@@ -298,6 +298,11 @@ class ALFWorldEnv(MenuTextEnv):
         self._view.show(state["admissible_commands"] or (), terminal=bool(state["won"]),
                         source=self.suite.names[self._game_index])
 
+    def _anchor_state(self) -> tuple[str, list[str]]:
+        """Where the agent is (the receptacle it went to last, else the room's overview)
+        and what it holds (from the game's facts)."""
+        return self._at or self._room, alfworld_inventory(self._state._facts)
+
     def _parse_command(self, command: str) -> ParsedCommand:
         """Empty or too long: invalid, unsent. A put command in the other ALFWorld
         version's template is rewritten to the env's ``command_style``; a command the menu

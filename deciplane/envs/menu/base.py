@@ -19,7 +19,7 @@ from deciplane.envs.menu.menu import (TEXT_TYPE_ERROR, MenuView, as_menu_index,
                                       check_menu_order, menu_seed_for)
 from deciplane.envs.menu.text import (COMMAND_CHARSET, MAX_COMMAND_CHARS, MAX_OBS_CHARS,
                                       MAX_RAW_COMMAND_CHARS, OBS_CHARSET,
-                                      check_observation_view, normalize_command)
+                                      check_observation_view, normalize_command, state_key)
 from deciplane.envs.spaces import ObservationText, check_text_action
 from deciplane.errors import ConfigError
 from deciplane.types import Menu
@@ -102,7 +102,8 @@ class MenuTextEnv(gym.Env[str, Any]):
     return the game's reward), ``_observe(state, command)`` (set ``self._obs`` and show the
     state's menu in ``self._view``), ``_game_over()``, ``_info(invalid)``, and for text
     mode ``_parse_command(command)`` (a normalised command -> :class:`ParsedCommand`);
-    optionally ``_find_game(name)`` and ``_game_hint()`` (game names).
+    optionally ``_find_game(name)`` and ``_game_hint()`` (game names), and
+    ``_anchor_state()`` (location and inventory: ``info["state_key"]``, :meth:`state_key`).
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -170,7 +171,7 @@ class MenuTextEnv(gym.Env[str, Any]):
         state = self._load(index)
         self._steps, self._invalid, self._done = 0, 0, False
         self._observe(state)
-        return self._obs, self._info(invalid=False)
+        return self._obs, self._with_state_key(self._info(invalid=False))
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
@@ -281,7 +282,7 @@ class MenuTextEnv(gym.Env[str, Any]):
         truncated = (not terminated and not self._view.menu.actions
                      and (self.action_mode == "menu" or self.empty_menu_ends_text_episode))
         self._done = terminated or truncated
-        info = self._info(invalid=parsed.invalid)
+        info = self._with_state_key(self._info(invalid=parsed.invalid))
         if parsed.rejected is not None:
             info["action_rejected"] = parsed.rejected
         if truncated:
@@ -289,6 +290,25 @@ class MenuTextEnv(gym.Env[str, Any]):
         if parsed.translated is not None:
             info["translated_command"] = parsed.translated
         return self._obs, float(reward), terminated, truncated, info
+
+    def state_key(self) -> str | None:
+        """The current state's key (``info["state_key"]``): equal for the same game state
+        however it was reached — location, inventory (a set) and the legal actions (a set,
+        so not the shuffled menu order); not the observation text (it carries the score and
+        the last reply). ``None`` where the env cannot observe its state
+        (:meth:`_anchor_state`). GiGPO's step groups (``advantage: gigpo``) are built from
+        it."""
+        parts = self._anchor_state()
+        if parts is None:
+            return None
+        location, inventory = parts
+        return state_key(self._game_index, location, inventory, self._view.actions)
+
+    def _with_state_key(self, info: dict[str, Any]) -> dict[str, Any]:
+        key = self.state_key()
+        if key is not None:
+            info["state_key"] = key
+        return info
 
     # ---- hooks ----------------------------------------------------------------------------
 
@@ -311,6 +331,11 @@ class MenuTextEnv(gym.Env[str, Any]):
 
     def _info(self, invalid: bool) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _anchor_state(self) -> tuple[str, list[str]] | None:
+        """``(location text, inventory items)`` of the current state, for
+        :meth:`state_key`; ``None``: this env cannot tell (no ``info["state_key"]``)."""
+        return None
 
 
 __all__ = ["MenuTextEnv", "ParsedCommand", "REMOVED_ARGUMENTS", "ACTION_MODES",

@@ -3,6 +3,8 @@ cleaning, command normalisation and the ``state`` observation view (:func:`state
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import string
 
@@ -74,10 +76,7 @@ def state_view(task: str, location: str, inventory: str, reply: str,
     parts = [task.strip()] if task.strip() else []
     lines = []
     loc, rep = (" ".join(x.split()) for x in (location, reply))
-    items = [line.strip() for line in inventory.splitlines() if line.strip()]
-    if items and items[0].lower().startswith("inventory"):   # "Inventory:\n  a towel\n ..."
-        items[0] = items[0].split(":", 1)[1].strip() if ":" in items[0] else ""
-        items = [x for x in items if x]
+    items = inventory_items(inventory)
     if loc:
         lines.append(f"Location: {loc}")
     if items:
@@ -91,6 +90,29 @@ def state_view(task: str, location: str, inventory: str, reply: str,
     if lines:
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def inventory_items(inventory: str) -> list[str]:
+    """The items of a game's inventory text, one per line, without its ``Inventory:``
+    header: ``"Inventory:\n  a towel\n  a key"`` -> ``["a towel", "a key"]``."""
+    items = [line.strip() for line in inventory.splitlines() if line.strip()]
+    if items and items[0].lower().startswith("inventory"):   # "Inventory:\n  a towel\n ..."
+        items[0] = items[0].split(":", 1)[1].strip() if ":" in items[0] else ""
+        items = [x for x in items if x]
+    return items
+
+
+def state_key(game: int, location: str, inventory: list[str] | tuple[str, ...],
+              actions: list[str] | tuple[str, ...]) -> str:
+    """16 hex digits naming an environment state however it was reached (the anchor state
+    of GiGPO's step groups, ``info["state_key"]``): the game, the location's text
+    (whitespace collapsed), the inventory as a set and the legal actions as a set. Not the
+    observation (it carries the score and the last reply) and not the menu's order (a
+    shuffled menu differs between episodes of one state)."""
+    blob = json.dumps([int(game), " ".join(location.split()),
+                       sorted(" ".join(x.split()) for x in inventory), sorted(actions)],
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def ambiguous_share(records: list[tuple[str, tuple[str, ...] | list[str], str]]) -> float:
@@ -110,5 +132,6 @@ def ambiguous_share(records: list[tuple[str, tuple[str, ...] | list[str], str]])
 
 
 __all__ = ["OBSERVATION_VIEWS", "ambiguous_share", "check_observation_view", "state_view",
+           "inventory_items", "state_key",
            "OBS_CHARSET", "MAX_OBS_CHARS", "MAX_COMMAND_CHARS", "MAX_RAW_COMMAND_CHARS",
            "COMMAND_CHARSET", "clean_observation", "normalize_command"]

@@ -13,7 +13,7 @@ from typing import Any
 from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
 # normalize_command stays importable from here (0.1's textworld_env defined it)
 from deciplane.envs.menu.text import (MAX_COMMAND_CHARS, clean_observation,  # noqa: F401
-                                      normalize_command, state_view)
+                                      inventory_items, normalize_command, state_view)
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import ConfigError, GameError, UnknownPreset
@@ -235,6 +235,15 @@ class TextWorldEnv(MenuTextEnv):
         self._view.show([c for c in state["admissible_commands"] or () if c[:1] != "\\"],
                         terminal=bool(state["won"] or state["lost"]),
                         source=self._names[self._game_index])
+
+    def _anchor_state(self) -> tuple[str, list[str]] | None:
+        """The room's description and the inventory: TextWorld computes them only with
+        ``observation="state"`` (an extra look and inventory per step), so in the
+        ``feedback`` view there is no ``info["state_key"]``."""
+        if self.observation != "state":
+            return None
+        return (str(self._state["description"] or ""),
+                inventory_items(str(self._state["inventory"] or "")))
 
     def _parse_command(self, command: str) -> ParsedCommand:
         """Refused unsent: empty, too long for the Z-machine, interpreter meta-commands;

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
-from deciplane.envs.menu.text import clean_observation, normalize_command, state_view
+from deciplane.envs.menu.text import (clean_observation, inventory_items, normalize_command,
+                                      state_view)
 from deciplane.envs.twx.java import require_java
 from deciplane.envs.twx.twc_expert import TwcPlanner, room_of
 from deciplane.errors import ConfigError, GameError
@@ -127,7 +128,10 @@ class TextWorldExpressEnv(MenuTextEnv):
     ``game_index`` (index of the seed in the fold), ``seed_range`` (first and last seed of
     the fold), ``split_fingerprint`` (hash of package version, game, parameters, fold and
     its seeds; equal fingerprints mean the same evaluation games), ``menu_seed``,
-    ``menu_page`` and ``menu_pages`` (0 and 1 unless the menu is paged) and, with
+    ``menu_page`` and ``menu_pages`` (0 and 1 unless the menu is paged), ``state_key``
+    (:meth:`~deciplane.envs.menu.base.MenuTextEnv.state_key`: the room's text, the
+    inventory and the legal actions as sets; equal for the same state however it was
+    reached) and, with
     ``expert=True``, ``expert_action`` and ``expert_command``.
 
     The expert: ``expert_action`` is the menu index of its next action (it follows the
@@ -219,6 +223,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._on_path = False
         self._planner: TwcPlanner | None = None
         self._look = ""
+        self._inventory = ""
 
     # ---- gymnasium API ------------------------------------------------------------------
 
@@ -347,6 +352,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._won = bool(state.get("tasksuccess"))
         self._lost = bool(state.get("taskfailure"))
         self._look = str(state.get("look") or "")
+        self._inventory = str(state.get("inventory") or "")
         text = str(state["observation"])
         self._text = text
         if self.observation == "state":
@@ -360,6 +366,10 @@ class TextWorldExpressEnv(MenuTextEnv):
                         source=f"{self.game} seed {self.seeds[self._game_index]}",
                         hint=", game_params that make smaller games,",
                         cap=self.action_mode == "menu")
+
+    def _anchor_state(self) -> tuple[str, list[str]]:
+        """The room's ``look`` text (it lists what lies where) and the inventory."""
+        return self._look, inventory_items(self._inventory)
 
     def _learn_from_gold(self, state: dict[str, Any], game_seed: int) -> dict[str, Any]:
         """Replay the gold path once (recording the room before each command) to build the
