@@ -295,6 +295,13 @@ def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]
         out.append(f"| {split} | {label} | {m.get('episodes')} | {rate:.0%}{ci_s} | "
                    f"{_fmt(m.get('mean_steps', float('nan')))} | {_fmt(inv)} | "
                    f"{m.get('split_fingerprint', '')} |")
+    cached = summary.get("baseline_cache") or {}
+    if cached:   # a zero-shot row this run did not play: say so where it is read
+        names = {"labels": "zero-shot, labels readout", "trained": "zero-shot"}
+        read = ", ".join(f"{names.get(k.split('/')[0], k)} on {k.split('/')[-1]} ({v})"
+                         for k, v in sorted(cached.items()))
+        out += ["", f"Read from the baseline cache ($DECIPLANE_HOME/baselines), not played "
+                f"in this run: {read}."]
     return out
 
 

@@ -21,8 +21,9 @@ import pytest
 
 from deciplane.trainers.config import EnvConfig
 from deciplane.trainers.env_suite import EnvSuite, with_menu_defaults
-from deciplane.trainers.time_budget import (continue_epochs, eval_episodes_that_fit,
-                                        room_for_iteration)
+from deciplane.trainers.time_budget import (continue_epochs, eval_cut_reason,
+                                            eval_episodes_that_fit, eval_share_of,
+                                            room_for_iteration)
 from deciplane.trainers.trainer import paired_comparisons, time_breakdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +40,29 @@ def test_eval_episodes_that_fit():
     assert eval_episodes_that_fit(1000, 0.25, 100.0, 3, 50, 8) == 8      # floor: one batch
     assert eval_episodes_that_fit(1000, 0.25, 100.0, 3, 5, 8) == 5       # asked for fewer
     assert eval_episodes_that_fit(1000, 0.25, 0.0, 3, 50, 8) == 50       # nothing measured
+
+
+def test_evaluations_get_their_episodes_before_rl_iterations():
+    """A fake clock through the plan's decisions: 1,680 s, the warm start's 15%, 3.4
+    evaluations of 50 episodes at 6 s each (1,020 s). Evaluations come first: all 50
+    episodes, and RL gets the iterations that still fit beside the final evaluation."""
+    budget, share = 1680.0, eval_share_of(None, 0.15)
+    assert share == pytest.approx(0.85)
+    assert eval_share_of(0.5, 0.15) == 0.5                       # a config's cap stays
+    n = eval_episodes_that_fit(budget, share, 6.0, 3.4, 50, 8)
+    assert n == 50 and eval_cut_reason(n, 50, 6.0, 3.4, budget, share) is None
+    clock = 60.0 + 2.4 * 50 * 6.0 + 0.15 * budget    # load, evaluations before RL, warm start
+    final = 50 * 6.0
+    iterations = 0
+    while room_for_iteration(clock, budget, 90.0, final):
+        clock += 90.0
+        iterations += 1
+    assert iterations == 3 and clock + final <= budget
+    # too slow for all of them: cut, and the reason says so in numbers
+    n = eval_episodes_that_fit(budget, share, 10.0, 3.4, 50, 8)
+    assert n == 41                                   # floor(1428 / 34)
+    why = eval_cut_reason(n, 50, 10.0, 3.4, budget, share)
+    assert "1700 s" in why and "85%" in why and "41 episodes fit" in why
 
 
 def test_continue_epochs_and_room_for_iteration():
