@@ -283,20 +283,26 @@ class MenuAgent:
     def _block_rows(self, prompt_ids: list[torch.Tensor]
                     ) -> tuple[torch.Tensor | None, list[torch.Tensor] | None,
                                list[torch.Tensor] | None]:
-        """:meth:`_last_logits` computed one prompt at a time in the cache's fixed blocks,
-        each block read from the cache or computed over the keys/values of the blocks
-        before it (batch of one), so nothing depends on the batch or on the cache."""
+        """:meth:`_last_logits` computed in the cache's fixed blocks: round ``j`` reads
+        every row's block ``j`` from the cache or computes it over the keys/values of the
+        row's blocks before it. The rows computed in one round share one forward: their
+        pasts all hold ``j`` whole blocks and their blocks the same length, so no padding
+        and no mask enter (a batch of equal rows gives each row the bits it gets alone:
+        ``tests/agents/test_prompt_cache.py``); a block met twice in a round is computed
+        once."""
         model = self.policy.model
         was_training = model.training
         if was_training:
             model.eval()
         try:
-            context = self._block_context()
-            rows = [self._block_row(p, context) for p in prompt_ids]
+            rows = self._block_states(prompt_ids)
         finally:
             if was_training:
                 model.train()
-        last = None if self.early_exit else torch.stack([r["logits"][-1] for r in rows])
+        last = None
+        if not self.early_exit:   # the next-token logits from the final, normed state
+            head = _base_model(model).get_output_embeddings()
+            last = torch.cat([head(r["last"]) for r in rows]).float()            # (B, V)
         hidden = None if self.keep_boundary is None else [r["boundary"] for r in rows]
         states = None if self.head is None else [r["readout"] for r in rows]
         return last, hidden, states
@@ -319,66 +325,96 @@ class MenuAgent:
                None if self.head is None else self.head.layer, torch.get_num_threads())
         return repr(key).encode()
 
-    def _block_row(self, ids: torch.Tensor, context: bytes) -> dict[str, torch.Tensor]:
-        """One prompt's kept states over all its tokens (``readout``, ``boundary``: ``(T,
-        H)``) and, for a next-token readout, ``logits`` ``(1, V)`` after its last token."""
+    def _block_states(self, prompt_ids: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """Per prompt, its kept states over all its tokens (``readout``, ``boundary``:
+        ``(T, H)``) and for a full-depth forward ``last`` ``(1, H)``, the final normed
+        state of its last token."""
         cache = self.block_cache
-        cache.stats.rows += 1
-        keys = chain_keys(ids, cache.block_tokens, context)
-        blocks: list[Block] = []
-        past = None               # the DynamicCache of blocks[:] while computing in a run
-        for key, (s, e) in zip(keys, block_bounds(int(ids.numel()), cache.block_tokens)):
-            block = cache.get(key)
-            if block is not None:
+        cache.stats.rows += len(prompt_ids)
+        context = self._block_context()
+        keys = [chain_keys(p, cache.block_tokens, context) for p in prompt_ids]
+        bounds = [block_bounds(int(p.numel()), cache.block_tokens) for p in prompt_ids]
+        blocks: list[list[Block | None]] = [[None] * len(k) for k in keys]
+        pasts: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}   # row -> its KV so far
+        for j in range(max(len(k) for k in keys)):
+            todo: dict[bytes, list[int]] = {}
+            for i, row_keys in enumerate(keys):
+                if j >= len(row_keys):
+                    continue
+                block = cache.get(row_keys[j])
+                if block is None:
+                    todo.setdefault(row_keys[j], []).append(i)
+                    continue
+                blocks[i][j] = block
                 cache.stats.blocks_reused += 1
-                cache.stats.tokens_reused += e - s
-                past = None       # rebuilt from the blocks if a later one must be computed
-            else:
-                if past is None:
-                    past = self._past_of(blocks)
-                block = self._compute_block(ids[s:e], s, past)
-                cache.put(key, block)
-                cache.stats.blocks_computed += 1
-                cache.stats.tokens_computed += e - s
-                self.tokens_computed += e - s
-            blocks.append(block)
-        out = {name: torch.cat([b.states[name] for b in blocks])
-               for name in blocks[0].states if name != "logits"}
-        if "logits" in blocks[-1].states:
-            out["logits"] = blocks[-1].states["logits"]
+                cache.stats.tokens_reused += bounds[i][j][1] - bounds[i][j][0]
+                pasts.pop(i, None)    # rebuilt from the blocks if a later one is computed
+            by_length: dict[int, list[bytes]] = {}
+            for key, rows in todo.items():
+                s, e = bounds[rows[0]][j]
+                by_length.setdefault(e - s, []).append(key)
+            for length, group in by_length.items():
+                firsts = [todo[key][0] for key in group]
+                start = bounds[firsts[0]][j][0]
+                for i in firsts:
+                    if i not in pasts:
+                        pasts[i] = _concat_kv([b.kv for b in blocks[i][:j]])
+                tokens = torch.stack([prompt_ids[i][start:start + length] for i in firsts])
+                new, kv = self._compute_blocks(tokens, start, [pasts[i] for i in firsts])
+                for key, i, block, row_kv in zip(group, firsts, new, kv):
+                    cache.put(key, block)
+                    cache.stats.blocks_computed += 1
+                    cache.stats.tokens_computed += length
+                    self.tokens_computed += length
+                    for r in todo[key]:
+                        blocks[r][j] = block
+                        pasts[r] = row_kv
+        out = []
+        for row in blocks:
+            names = [n for n in row[0].states if n != "last"]
+            states = {n: torch.cat([b.states[n] for b in row]) for n in names}
+            if "last" in row[-1].states:
+                states["last"] = row[-1].states["last"]
+            out.append(states)
         return out
 
-    def _past_of(self, blocks: list[Block]):
-        """A ``DynamicCache`` holding the keys/values of ``blocks`` in order."""
+    def _compute_blocks(self, tokens: torch.Tensor, start: int,
+                        pasts: list[list[tuple[torch.Tensor, torch.Tensor]]]
+                        ) -> tuple[list[Block], list[list[tuple[torch.Tensor, torch.Tensor]]]]:
+        """One forward of the decoder (no output layer) over ``tokens`` ``(R, b)`` at
+        positions ``start..start+b-1``, each row over its own past (``start`` tokens of
+        keys/values per layer, or none): the rows' new :class:`Block` s and their pasts
+        extended by them."""
         from transformers import DynamicCache
 
-        config = _base_config(self.policy.model)
-        if not blocks:
-            return DynamicCache(config=config)
-        data = [(torch.cat([k for k, _ in per], dim=2), torch.cat([v for _, v in per], dim=2))
-                for per in zip(*[b.kv for b in blocks])]
-        return DynamicCache(ddp_cache_data=data, config=config)
-
-    def _compute_block(self, tokens: torch.Tensor, start: int, past) -> Block:
-        """One block's forward over ``past`` (extended in place with its keys/values)."""
         policy, model = self.policy, self.policy.model
-        n = int(tokens.numel())
-        pos = torch.arange(start, start + n).unsqueeze(0)
+        decoder = _base_model(model).model
+        n_rows, n = tokens.shape
+        data = None
+        if start:
+            data = [(torch.cat([p[layer][0] for p in pasts]), torch.cat([p[layer][1] for p in pasts]))
+                    for layer in range(len(pasts[0]))]
+        cache = DynamicCache(ddp_cache_data=data, config=_base_config(model))
+        pos = torch.arange(start, start + n).unsqueeze(0).expand(n_rows, -1)
         with self._capture() as cap, self._capture_readout() as rcap:
-            out = model(input_ids=tokens.unsqueeze(0).to(policy.device),
-                        position_ids=pos.to(policy.device), use_cache=True, logits_to_keep=1,
-                        **{_cache_kwarg(model): past})
+            out = decoder(input_ids=tokens.to(policy.device), position_ids=pos.to(policy.device),
+                          use_cache=True, **{_cache_kwarg(decoder): cache})
         if self.block_cache is not None:
             self.block_cache.stats.forwards += 1
-        kv = [(k[:, :, start:].clone(), v[:, :, start:].clone()) for k, v in _cache_tensors(past)]
-        states = {}
-        if rcap is not None:
-            states["readout"] = rcap[-1][0]                                   # (n, H)
-        if cap is not None:
-            states["boundary"] = cap[-1][0]                                   # (n, H)
-        if not self.early_exit:
-            states["logits"] = out.logits[:, -1, :]                           # (1, V)
-        return Block(kv=kv, states=states)
+        layers = _cache_tensors(cache)
+        blocks, kv = [], []
+        for r in range(n_rows):
+            states = {}
+            if rcap is not None:
+                states["readout"] = rcap[-1][r]                                  # (b, H)
+            if cap is not None:
+                states["boundary"] = cap[-1][r]                                  # (b, H)
+            if not self.early_exit:
+                states["last"] = out.last_hidden_state[r, -1:]                   # (1, H)
+            blocks.append(Block(kv=[(k[r:r + 1, :, start:].clone(), v[r:r + 1, :, start:].clone())
+                                    for k, v in layers], states=states))
+            kv.append([(k[r:r + 1], v[r:r + 1]) for k, v in layers])
+        return blocks, kv
 
     def _forward_last(self, suffixes: list[torch.Tensor], prefix: torch.Tensor
                       ) -> tuple[torch.Tensor, list[torch.Tensor] | None, list[torch.Tensor] | None]:
@@ -579,6 +615,19 @@ def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(k, v) for k, v in cache]  # legacy tuple-of-tuples
 
 
+def _concat_kv(blocks_kv: list[list[tuple[torch.Tensor, torch.Tensor]]]
+               ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, the keys/values of consecutive blocks joined along the positions."""
+    if not blocks_kv:
+        return []
+    return [(torch.cat([b[layer][0] for b in blocks_kv], dim=2),
+             torch.cat([b[layer][1] for b in blocks_kv], dim=2)) for layer in range(len(blocks_kv[0]))]
+
+
+def _base_model(model):
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def _layer_index(name: str) -> int | None:
     """The decoder layer a parameter belongs to (``...layers.12.mlp...`` -> 12), else None."""
     m = _LAYER.search(name)
@@ -592,8 +641,8 @@ def _cache_kwarg(model) -> str:
     """``"cache"`` on transformers versions that renamed ``past_key_values``, else the old name."""
     import inspect
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return ("cache" if "cache" in inspect.signature(_base_model(model).forward).parameters
+            else "past_key_values")
 
 
 def _base_config(model):

@@ -166,7 +166,7 @@ class PlanConfig:
     eval_share: float | None = None
     """At most this share of max_wall_time_s for all held-out evaluations together (before training, after the warm start, during, final): after the first evaluation batch is timed, every evaluation plays the same number of episodes, cut to fit (at least one batch of 8, at most eval.episodes). null (default): evaluations come before RL: they may use everything the warm start's share leaves, and RL iterations get the rest (summary.json plan.eval_cut_reason says why episodes were cut, if they were)."""
     warm_start_share: float = 0.2
-    """At most this share of max_wall_time_s for the behaviour-cloning warm start: no epoch starts that would end past it (the first always runs)."""
+    """At most this share of max_wall_time_s for the behaviour-cloning warm start's epochs (and DAgger rounds), counted from the end of the expert collection (the bc.episodes asked for are always played): no epoch starts that would end past it (the first always runs)."""
 
     def check(self, prefix: str = "") -> None:
         for name in ("eval_share", "warm_start_share"):

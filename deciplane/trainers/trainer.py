@@ -292,8 +292,10 @@ class Trainer:
 
         def on_bc_epoch(done: int, total: int, loss: float) -> bool:
             now = time.perf_counter()
-            if done == 0:   # the epochs start: an epoch's time excludes the collection
-                ws["t_last"] = now
+            if done == 0:   # the epochs start: an epoch's time excludes the collection,
+                ws["t_last"] = now   # and the share bounds what follows it (the expert
+                if cfg.max_wall_time_s is not None:   # episodes asked for are all played)
+                    ws["deadline"] = now + cfg.plan.warm_start_share * cfg.max_wall_time_s
                 return True
             last = now - ws.get("t_last", ws.get("t0", now))
             ws["t_last"] = now
@@ -342,8 +344,7 @@ class Trainer:
         seed_everything(ckpt.iteration_seed(cfg.seed, -1, "warm_start"))
         now = time.perf_counter()
         self._ws_box["t0"] = now
-        if cfg.max_wall_time_s is not None:
-            self._ws_box["deadline"] = now + cfg.plan.warm_start_share * cfg.max_wall_time_s
+        if cfg.max_wall_time_s is not None:   # the deadline starts with the epochs
             self.extra["plan"]["warm_start_budget_s"] = (cfg.plan.warm_start_share
                                                          * cfg.max_wall_time_s)
         with self._phase("warm_start"):

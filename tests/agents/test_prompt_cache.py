@@ -49,6 +49,7 @@ def test_cached_and_uncached_rows_are_bitwise_equal_for_both_readouts(tiny):
         cache = BlockCache(8)
         cached = MenuAgent(policy, readout=readout, block_cache=cache)
         ref = _logits(uncached.act(OBS, MENUS))
+        cached.act(OBS[:1], MENUS[:1])             # then rows 1 and 2 form a batch of two
         first = _logits(cached.act(OBS, MENUS))
         again = _logits(cached.act(OBS[::-1], MENUS[::-1]))[::-1]   # every block cached
         alone = _logits(cached.act(OBS[2:], MENUS[2:]))              # shares nothing
@@ -110,3 +111,21 @@ def test_a_weight_change_invalidates_blocks_but_a_head_change_does_not(fresh_tin
         next(p for n, p in policy.model.named_parameters() if ".layers.0." in n).mul_(1.01)
     agent.act(OBS, MENUS)
     assert cache.stats.tokens_computed == 2 * computed
+
+
+def test_a_round_of_rows_gives_each_row_the_bits_it_gets_alone():
+    """SmolLM2 at the demo's readout layer: rows computed together in a round (their pasts
+    hold the same number of blocks) equal the same rows computed one by one, so what the
+    cache held (which decides who is computed together) cannot change a bit."""
+    policy = load_policy("deciplane/smollm2-135m-instruct")   # smol: converted once
+    item_head = policy.add_item_head(layer=18)
+    with torch.no_grad():
+        item_head.key.weight.normal_(generator=torch.Generator().manual_seed(0))
+    together = MenuAgent(policy, readout="items", keep_readout=True,
+                         block_cache=BlockCache(16, max_bytes=0)).act(OBS, MENUS)
+    alone = [MenuAgent(policy, readout="items", keep_readout=True,
+                       block_cache=BlockCache(16, max_bytes=0)).act([o], [m])[0]
+             for o, m in zip(OBS, MENUS)]
+    for a, b in zip(together, alone):
+        assert torch.equal(a.readout_hidden, b.readout_hidden)
+        assert torch.equal(a.label_logits, b.label_logits)

@@ -60,9 +60,9 @@ def test_evaluations_get_their_episodes_before_rl_iterations():
     assert iterations == 3 and clock + final <= budget
     # too slow for all of them: cut, and the reason says so in numbers
     n = eval_episodes_that_fit(budget, share, 10.0, 3.4, 50, 8)
-    assert n == 41                                   # floor(1428 / 34)
+    assert n == 42                                   # floor(1428 / 34)
     why = eval_cut_reason(n, 50, 10.0, 3.4, budget, share)
-    assert "1700 s" in why and "85%" in why and "41 episodes fit" in why
+    assert "1700 s" in why and "85%" in why and "42 episodes fit" in why
 
 
 def test_continue_epochs_and_room_for_iteration():
