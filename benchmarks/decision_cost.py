@@ -12,7 +12,8 @@ no wall-time budget, for every setting asked:
 
 each with the trunk in ``float32`` and, where the CPU has native bf16, ``bfloat16``
 (``model.trunk_dtype``). Per phase (zero-shot with the labels readout, warm start,
-evaluations, rollouts) it reads ``summary.json``'s ``decision_cost``: decisions, prompt
+evaluations, rollouts; ``--bc-episodes`` expert episodes instead of the demo's 80, so
+that a setting takes minutes) it reads ``summary.json``'s ``decision_cost``: decisions, prompt
 tokens and tokens computed per decision, CPU-s per decision, and adds the FLOPs per
 decision of the linear layers the forward runs (``2 x`` their weights per computed token,
 plus the output layer at the last token for the labels readout; attention over <= 400
@@ -21,7 +22,9 @@ in the trunk's dtype (:func:`deciplane.agents.precision.matmul_gflops`). The epi
 played must be the same between ``batch`` and ``blocks`` up to float rounding (greedy
 decisions on near-ties may flip): the wins of each evaluation are printed side by side.
 
-    python benchmarks/decision_cost.py --episodes 10 --out benchmarks/results/decision_cost.json
+    python benchmarks/decision_cost.py --episodes 8 --out benchmarks/results/decision_cost.json
+    python benchmarks/decision_cost.py --episodes 8 --cap-avx2 \
+        --out benchmarks/results/decision_cost_avx2.json
 
 Run it alone: the load average is recorded. ``--cap-avx2`` runs every setting with
 torch's kernels capped to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``,
@@ -56,13 +59,13 @@ def linear_flops_per_token(config, depth: int) -> float:
     return 2.0 * per_layer * depth
 
 
-def run_setting(mode: str, dtype: str, episodes: int, iterations: int, workdir: Path,
-                env: dict[str, str]) -> dict:
+def run_setting(mode: str, dtype: str, episodes: int, iterations: int, bc_episodes: int,
+                workdir: Path, env: dict[str, str]) -> dict:
     run = workdir / f"{mode}-{dtype}"
     sets = [f"prompt_cache.mode={mode}", f"model.trunk_dtype={dtype}", "model.threads=1",
             "eval.workers=1", f"eval.episodes={episodes}", "eval.every=0",
             "eval.cache_baselines=false", "max_wall_time_s=null", f"iterations={iterations}",
-            "progress=false"]
+            f"bc.episodes={bc_episodes}", "progress=false"]
     cmd = [sys.executable, "-m", "deciplane.cli", "train", str(REPO / DEMO), "--run-dir",
            str(run)] + [x for s in sets for x in ("--set", s)]
     t0 = time.perf_counter()
@@ -109,6 +112,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=10, help="test games per evaluation")
     ap.add_argument("--iterations", type=int, default=1, help="RL iterations (16 episodes each)")
+    ap.add_argument("--bc-episodes", type=int, default=16,
+                    help="expert episodes of the warm start (the demo: 80)")
     ap.add_argument("--modes", default="batch,blocks")
     ap.add_argument("--dtypes", default=None, help="default: float32, and bfloat16 where native")
     ap.add_argument("--cap-avx2", action="store_true")
@@ -129,7 +134,8 @@ def main(argv=None) -> int:
         for dtype in dtypes:
             for mode in args.modes.split(","):
                 print(f"{mode}, trunk {dtype} ...", flush=True)
-                r = run_setting(mode, dtype, args.episodes, args.iterations, Path(tmp), env)
+                r = run_setting(mode, dtype, args.episodes, args.iterations, args.bc_episodes,
+                                Path(tmp), env)
                 s = r["summary"]
                 results[f"{mode}/{dtype}"] = {
                     "wall_s": r["wall_s"], "cpu_s": round(s["cpu_time_s"], 1),
@@ -146,6 +152,7 @@ def main(argv=None) -> int:
     out = {"command": "python benchmarks/decision_cost.py " + " ".join(
                sys.argv[1:] if argv is None else argv),
            "config": DEMO, "episodes": args.episodes, "iterations": args.iterations,
+           "bc_episodes": args.bc_episodes,
            "date": time.strftime("%Y-%m-%d"), "cpu": cpu, "native_bf16": native_bf16(),
            "kernels_capped_to_avx2": args.cap_avx2, "matmul_gflops_one_thread": rates,
            "torch": torch.__version__, "load_average_start": [round(x, 2) for x in load0],

@@ -52,8 +52,10 @@ TIMING_WORDS = ("time", "_s", "sec", "wall", "speed", "per_s", "throughput", "et
                 "version", "path", "dir", "commit")
 
 
-SUMMARY_SETTINGS = ("config", "machine", "provenance", "plan")
-"""Summary keys that describe the settings and the machine, not what the run did."""
+SUMMARY_SETTINGS = ("config", "machine", "provenance", "plan", "decision_cost")
+"""Summary keys that describe the settings and the machine, or what the run cost
+(``decision_cost``: tokens computed per decision, which a cache changes without changing
+what the run did), not what the run did."""
 
 
 def machine_fingerprint() -> dict[str, str]:
