@@ -195,11 +195,6 @@ class RLiDPPO(Algorithm):
         # a head reading a frozen layer: the rollout keeps its states, the update is the head's
         frozen = first_trainable_layer(policy.model)
         if head is not None and head.layer <= frozen:
-            if c.advantage == "gae":
-                raise ConfigError("advantage=gae reads the policy's last hidden state in the "
-                                  "update; with readout=items below the trainable layers "
-                                  f"(readout_layer={head.layer}) there is none: use "
-                                  "readout_layer: null or advantage: grpo")
             self.agent.keep_readout = True
             self.trunk_boundary = None   # the update runs no layer at all
         if self.trunk_boundary is not None:
@@ -216,7 +211,7 @@ class RLiDPPO(Algorithm):
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
-            self.critic = Critic(policy, detach_trunk=c.value_detach_trunk)
+            self.critic = Critic(policy, detach_trunk=c.value_detach_trunk, readout=c.readout)
         self.teacher = None
         if c.distill.enabled and c.distill.teacher == "policy":
             tp = load_policy(c.distill.teacher_model, device=str(policy.device))  # beside the student
