@@ -116,7 +116,7 @@ class HeadInput:
 
     A forward pre-hook on the :class:`~deciplane.agents.readout.ItemHead`: each call's first
     argument is one decision's state ``(H,)`` at the head's layer and the prompt's last
-    token; ``hidden`` stacks them ``(n, H)`` in call order (one call per decision, in the
+    token; :meth:`states` stacks them ``(n, H)`` in call order (one call per decision, in the
     order :meth:`MenuAgent.menu_log_probs` scores them). The states are those the policy
     reads — kept by the rollout (no grad: a frozen layer) or from a forward with grad (LoRA
     below the head) — so the value head needs no forward of its own.
