@@ -121,3 +121,30 @@ def test_config_refuses_an_mlp_head_without_the_items_readout():
                           "readout_mlp_hidden": 0})
     cfg = load_config(data={"algorithm": "rlid_ppo", "readout": "items", "readout_head": "mlp"})
     assert cfg.readout_mlp_hidden == 256 and not cfg.readout_mlp_warm_start
+
+
+def test_training_the_mlp_head_keeps_every_cached_block():
+    """The head reads the kept states and is not run by the cached forward: after an
+    in-place change of every head weight (an optimizer step) the same prompts are read
+    whole from the block cache, and the new head scores them (LoRA below the head would
+    change the key: docs/training.md "Capacity during RL")."""
+    from deciplane.agents.prompt_cache import BlockCache
+
+    torch.manual_seed(0)
+    policy = load_policy("deciplane/tiny")
+    for p in policy.model.parameters():
+        p.requires_grad_(False)
+    head = policy.add_item_head(layer=1, kind="mlp", mlp_hidden=16)
+    with torch.no_grad():
+        head.key.weight.normal_(0, 1.0)
+    agent = MenuAgent(policy, readout="items", block_cache=BlockCache(8), keep_readout=True)
+    first = agent.act(OBS, MENUS, seed=0)
+    computed = agent.tokens_computed
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(0.1)                                  # bumps every version counter
+    second = agent.act(OBS, MENUS, seed=0)
+    assert computed > 0 and agent.tokens_computed == computed      # all reused
+    assert not torch.equal(first[0].log_probs, second[0].log_probs)
+    for a, b in zip(first, second):                      # the states the head reads
+        assert torch.equal(a.readout_hidden, b.readout_hidden)
