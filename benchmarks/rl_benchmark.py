@@ -176,7 +176,7 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     s = json.loads((run_dir / "summary.json").read_text())
     final, bc = s["eval"][SPLIT], (s.get("after_warm_start") or {}).get(SPLIT)
     n = int(final["episodes"])
-    wins = round(final["success_rate"] * n)
+    wins = _wins(final, n)
     row: dict[str, Any] = {"status": s.get("status"), "iterations": s.get("iterations"),
                            "env_steps": s.get("env_steps"), "episodes": s.get("episodes"),
                            "bc_env_steps": (s.get("warm_start") or {}).get("env_steps"),
@@ -186,9 +186,16 @@ def run_row(run_dir: Path) -> dict[str, Any]:
     if bc and bc.get("episode_seeds") == final.get("episode_seeds") and final.get("episode_wins"):
         cmp = paired_difference([bool(x) for x in final["episode_wins"]],
                                 [bool(x) for x in bc["episode_wins"]])
-        row["bc_only"] = {"wins": round(bc["success_rate"] * n), "n": n, "rate": cmp.rate_b}
+        row["bc_only"] = {"wins": _wins(bc, n), "n": n, "rate": cmp.rate_b}
         row["final_minus_bc"] = cmp.to_dict()
     return row
+
+
+def _wins(result: dict[str, Any], n: int) -> int:
+    """Episodes won: the per-episode record, else the rate times the count."""
+    if result.get("episode_wins"):
+        return sum(bool(x) for x in result["episode_wins"])
+    return round(result["success_rate"] * n)
 
 
 def cpu_hours(run_dir: Path, summary: dict[str, Any]) -> float:
@@ -324,6 +331,7 @@ def chosen_cells(spec: str, out: Path, names: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None,
          runner: Callable[[list[str]], int] = subprocess_runner) -> int:
     args = parse(argv)
+    args.out = args.out.resolve()          # the runs start in the repository root
     names = list(cells(args.lora_layers))
     command = shlex.join(["python", "benchmarks/rl_benchmark.py",
                           *(sys.argv[1:] if argv is None else argv)])
