@@ -109,7 +109,9 @@ def _with_item_head(policy: Policy, path: Path, meta: dict, trainable: bool) -> 
     if not f.is_file():
         raise CheckpointError(f"{path / POLICY_META} names an item head but {f} is missing; "
                               "save the policy again with Policy.save()")
-    head = policy.add_item_head(layer=int(spec["layer"]), rank=int(spec["rank"]))
+    head = policy.add_item_head(layer=int(spec["layer"]), rank=int(spec["rank"]),
+                                kind=spec.get("kind", "bilinear"),   # older saves: bilinear
+                                mlp_hidden=spec.get("mlp_hidden"))
     head.load_state_dict(torch.load(f, map_location="cpu", weights_only=True))
     for p in head.parameters():
         p.requires_grad_(trainable)

@@ -471,10 +471,13 @@ class Policy:
 
         return getattr(self.model, ITEM_HEAD_NAME, None)
 
-    def add_item_head(self, layer: int | None = None, rank: int | None = None) -> nn.Module:
+    def add_item_head(self, layer: int | None = None, rank: int | None = None,
+                      kind: str = "bilinear", mlp_hidden: int | None = None) -> nn.Module:
         """Attach a trainable item head reading decoder layer ``layer``'s input (``None``:
         the final, normed output) to the model, so that the optimizer, checkpoints and
-        :meth:`save` include it. Returns the head."""
+        :meth:`save` include it. ``kind``: ``"bilinear"`` or ``"mlp"`` (a residual MLP of
+        width ``mlp_hidden`` on each state before the score;
+        :class:`~deciplane.agents.readout.ItemHead`). Returns the head."""
         from deciplane.agents.readout import DEFAULT_ITEM_RANK, ITEM_HEAD_NAME, ItemHead
 
         if self.item_head is not None:
@@ -485,7 +488,8 @@ class Policy:
             raise ConfigError(f"item head layer {layer}: choose 1..{n} ({n} = the final "
                               "output, null in configs)")
         hidden = int(self._base_model().config.hidden_size)
-        head = ItemHead(hidden, layer, rank or DEFAULT_ITEM_RANK).to(self.device)
+        head = ItemHead(hidden, layer, rank or DEFAULT_ITEM_RANK, kind=kind,
+                        mlp_hidden=mlp_hidden).to(self.device)
         self.model.add_module(ITEM_HEAD_NAME, head)
         return head
 

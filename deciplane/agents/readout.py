@@ -15,6 +15,16 @@ same forward pass::
 ``rms`` is a parameter-free RMS normalisation (the residual stream's scale differs by
 layer). ``K`` starts at zero, so an untrained head gives the uniform policy over the menu.
 
+``kind="mlp"`` (``readout_head: mlp`` in training configs) gives the readout more capacity
+while the trunk stays frozen: a residual MLP on each normed state before the same score,
+one for the decision state and one for the entries::
+
+    z_k = <Q f(rms(h_dec)), K g(rms(mean h_t))> / sqrt(r),   f(x) = x + W2 gelu(W1 x + b1) + b2
+
+``W2, b2`` start at zero (``f`` is the identity), so an untrained MLP head is the bilinear
+head, uniform while ``K`` is zero. It reads the same kept states: the prompt cache and the
+head-only update stay as they are.
+
 Pure pieces: :func:`entry_char_spans` (where each action sits in the prompt text),
 :func:`token_spans` (characters -> token ranges), :func:`pool_spans`.
 """
@@ -22,7 +32,7 @@ Pure pieces: :func:`entry_char_spans` (where each action sits in the prompt text
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -30,10 +40,27 @@ from torch import nn
 from deciplane.errors import ConfigError
 
 READOUTS = ("labels", "items")
+HEAD_KINDS = ("bilinear", "mlp")
 DEFAULT_ITEM_RANK = 16
+DEFAULT_MLP_HIDDEN = 256
 ITEM_HEAD_NAME = "deciplane_item_head"
 """Attribute of the policy's model holding the head, so its parameters are the model's
 (optimizer, checkpoints and ``deciplane evaluate`` need nothing extra)."""
+
+
+class ResidualMLP(nn.Module):
+    """``x + W2 gelu(W1 x + b1) + b2`` on states ``(..., H)``; ``W2, b2`` start at zero, so
+    an untrained one is the identity."""
+
+    def __init__(self, hidden_size: int, width: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(hidden_size, width)
+        self.down = nn.Linear(width, hidden_size)
+        nn.init.zeros_(self.down.weight)
+        nn.init.zeros_(self.down.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(x)))        # (..., H)
 
 
 class ItemHead(nn.Module):
@@ -41,33 +68,67 @@ class ItemHead(nn.Module):
 
     ``layer``: which hidden states it reads: the input of decoder layer ``layer``
     (``0 < layer < L``), or ``L`` (the number of layers) for the final, normed output.
+    ``kind``: ``"bilinear"`` (the score alone) or ``"mlp"`` (a :class:`ResidualMLP` of
+    width ``mlp_hidden`` on the normed decision state and one on the normed entry states
+    before the score; module doc).
     """
 
-    def __init__(self, hidden_size: int, layer: int, rank: int = DEFAULT_ITEM_RANK) -> None:
+    def __init__(self, hidden_size: int, layer: int, rank: int = DEFAULT_ITEM_RANK,
+                 kind: str = "bilinear", mlp_hidden: int | None = None) -> None:
         super().__init__()
         if rank < 1:
             raise ConfigError(f"item readout rank must be >= 1, got {rank}")
+        if kind not in HEAD_KINDS:
+            raise ConfigError(f"item head kind must be one of {', '.join(HEAD_KINDS)}, "
+                              f"got {kind!r}")
+        width = DEFAULT_MLP_HIDDEN if mlp_hidden is None else int(mlp_hidden)
+        if kind == "mlp" and width < 1:
+            raise ConfigError(f"item head MLP width must be >= 1, got {width}")
         self.layer = int(layer)
         self.rank = int(rank)
         self.hidden_size = int(hidden_size)
+        self.kind = kind
+        self.mlp_hidden = width if kind == "mlp" else None
         self.query = nn.Linear(hidden_size, rank, bias=False)
         self.key = nn.Linear(hidden_size, rank, bias=False)
         nn.init.zeros_(self.key.weight)   # untrained: every entry scores 0 -> uniform policy
+        if kind == "mlp":
+            # drawn from the global RNG, which is then restored: the rest of a run (the
+            # warm start's shuffles, ...) sees the stream a bilinear head would leave
+            with torch.random.fork_rng(devices=[]):
+                self.decision_mlp = ResidualMLP(hidden_size, width)
+                self.entry_mlp = ResidualMLP(hidden_size, width)
 
     def forward(self, decision_state: torch.Tensor, entry_states: torch.Tensor) -> torch.Tensor:
         """``decision_state`` ``(H,)``, ``entry_states`` ``(K, H)`` -> logits ``(K,)``."""
         w = self.query.weight
-        q = self.query(_rms(decision_state.to(w.dtype)))                   # (r,)
-        k = self.key(_rms(entry_states.to(w.dtype)))                       # (K, r)
+        d = _rms(decision_state.to(w.dtype))                                # (H,)
+        e = _rms(entry_states.to(w.dtype))                                  # (K, H)
+        if self.kind == "mlp":
+            d, e = self.decision_mlp(d), self.entry_mlp(e)                  # (H,), (K, H)
+        q = self.query(d)                                                   # (r,)
+        k = self.key(e)                                                     # (K, r)
         return (k @ q) / math.sqrt(self.rank)                              # (K,)
 
+    def mlp_parameters(self) -> list[nn.Parameter]:
+        """The MLPs' parameters (empty for the bilinear head)."""
+        if self.kind != "mlp":
+            return []
+        return [*self.decision_mlp.parameters(), *self.entry_mlp.parameters()]
+
     def is_constant(self) -> bool:
-        """Every logit is 0 whatever the states (``K`` is all zeros, as initialised): the
-        policy is uniform over the menu and needs no forward pass."""
+        """Every logit is 0 whatever the states (``K`` is all zeros, as initialised; the
+        MLPs feed ``K``, so they do not change that): the policy is uniform over the menu
+        and needs no forward pass."""
         return not bool(self.key.weight.detach().any())
 
-    def describe(self) -> dict[str, int]:
-        return {"hidden_size": self.hidden_size, "layer": self.layer, "rank": self.rank}
+    def describe(self) -> dict[str, Any]:
+        """What rebuilds it (saved beside a policy's weights, :meth:`Policy.save`)."""
+        out: dict[str, Any] = {"hidden_size": self.hidden_size, "layer": self.layer,
+                               "rank": self.rank, "kind": self.kind}
+        if self.kind == "mlp":
+            out["mlp_hidden"] = self.mlp_hidden
+        return out
 
 
 def _rms(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -123,5 +184,6 @@ def check_readout(readout: str) -> str:
     return readout
 
 
-__all__ = ["DEFAULT_ITEM_RANK", "ITEM_HEAD_NAME", "ItemHead", "READOUTS", "check_readout",
+__all__ = ["DEFAULT_ITEM_RANK", "DEFAULT_MLP_HIDDEN", "HEAD_KINDS", "ITEM_HEAD_NAME", "ItemHead",
+           "READOUTS", "ResidualMLP", "check_readout",
            "entry_char_spans", "item_logits", "pool_spans", "token_spans"]

@@ -361,6 +361,12 @@ class RLiDPPOConfig(TrainConfig):
     """readout=items: the decoder layer whose input the head reads (null = the final, normed output). Forwards stop there (the layers above it are never used) and model.lora_last_layers counts the layers below it. With model.finetune=head (or a head below every adapter) only the head learns, and its update runs the head alone on states kept by the rollout."""
     readout_rank: int = 16
     """readout=items: rank of the head's bilinear score."""
+    readout_head: Literal["bilinear", "mlp"] = "bilinear"
+    """readout=items: the head's form. `bilinear`: the rank-`readout_rank` score alone (SmolLM2 at rank 16: 18k parameters). `mlp`: more capacity with the trunk still frozen: a residual MLP (width `readout_mlp_hidden`, GELU, its output layer zero at init, so the untrained head is the bilinear one) on the normed decision state and one on the normed entry states before the same score (SmolLM2, width 256: +591k parameters). It reads the same states, so it disables nothing: the prompt cache stays valid across updates and a head below the trainable layers still updates alone; a decision costs ~2 x hidden x width multiply-adds per state more (docs/training.md "Capacity during RL")."""
+    readout_mlp_hidden: int = option(256, gt=0)
+    """readout_head=mlp: width of each MLP's hidden layer."""
+    readout_mlp_warm_start: bool = False
+    """readout_head=mlp: also train the MLPs in the behaviour-cloning warm start. false: the warm start trains the bilinear score alone (the MLPs are the identity until RL, so BC-only equals that of readout_head=bilinear with the same seed) and the MLPs start learning in RL."""
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
     """How the menu agent computes its prompts: one batched forward, or row by row in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
     frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
@@ -386,6 +392,9 @@ class RLiDPPOConfig(TrainConfig):
             raise ConfigError("model.finetune=head trains only the item head: set readout: items")
         if self.readout_rank < 1:
             raise ConfigError(f"readout_rank must be >= 1, got {self.readout_rank}")
+        if self.readout_head != "bilinear" and self.readout != "items":
+            raise ConfigError(f"readout_head={self.readout_head} is the item head's form: set "
+                              "readout: items, or leave readout_head: bilinear")
         if self.readout_layer is not None and self.readout_layer < 1:
             raise ConfigError(f"readout_layer must be >= 1 (a decoder layer) or null (the final "
                               f"output), got {self.readout_layer}")

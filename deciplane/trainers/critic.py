@@ -19,7 +19,9 @@ The pieces, each small and separately tested:
   re-derivation), optionally standardised over the batch's valid turns;
 * :func:`value_loss` — the (clipped) value regression ``mean max((V-R)^2, (V_clip-R)^2)``;
 * :class:`Critic` — head + capture: values of stored decisions (rollout, no grad) and
-  ``(menu log-probs, values)`` with grad (loss).
+  ``(menu log-probs, values)`` with grad (loss). With the items readout the forward stops
+  at the item head's layer, so the value head reads the decision state the item head reads
+  (:class:`HeadInput`) instead of the output layer's input.
 
 Episode ends: a terminated episode bootstraps with 0; a time-limit truncation is treated
 the same way — the limit is part of the task these agents are evaluated on (the state does
@@ -107,6 +109,43 @@ class LastHidden:
             raise RuntimeError(f"expected one forward pass inside LastHidden, saw "
                                f"{len(self._calls)}; score each batch in its own block")
         return self._calls[0][:, -1, :]                                           # (B, H)
+
+
+class HeadInput:
+    """Capture the decision states an item head reads (``readout: items``).
+
+    A forward pre-hook on the :class:`~deciplane.agents.readout.ItemHead`: each call's first
+    argument is one decision's state ``(H,)`` at the head's layer and the prompt's last
+    token; :meth:`states` stacks them ``(n, H)`` in call order (one call per decision, in the
+    order :meth:`MenuAgent.menu_log_probs` scores them). The states are those the policy
+    reads — kept by the rollout (no grad: a frozen layer) or from a forward with grad (LoRA
+    below the head) — so the value head needs no forward of its own.
+    """
+
+    def __init__(self, head: nn.Module) -> None:
+        self.module = head
+        self._calls: list[torch.Tensor] = []
+        self._handle = None
+
+    def __enter__(self) -> "HeadInput":
+        self._calls.clear()
+        self._handle = self.module.register_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def _hook(self, module: nn.Module, args: tuple) -> None:
+        self._calls.append(args[0])
+
+    def states(self, n: int) -> torch.Tensor:
+        """``(n, H)``: the decision states of the ``n`` decisions scored inside the block."""
+        if len(self._calls) != n:
+            raise RuntimeError(f"the item head ran {len(self._calls)} times for {n} "
+                               "decisions; score each batch in its own block")
+        return torch.stack(self._calls)                                           # (n, H)
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -199,20 +238,36 @@ class Critic:
         policy: the trained :class:`~deciplane.agents.Policy` (its model supplies features).
         detach_trunk: stop the value loss's gradient at the hidden state (only the head
             learns from it); otherwise it also reaches the policy's trainable weights.
+        readout: the menu agent's readout. ``"items"``: the value head reads the decision
+            state the policy's item head reads (:class:`HeadInput`: its layer, the prompt's
+            last token) — the forward stops at that layer, so there is no output layer to
+            read; a head at a frozen layer scores kept states, and only the value head
+            learns from the value loss.
     """
 
-    def __init__(self, policy: Any, detach_trunk: bool = False) -> None:
+    def __init__(self, policy: Any, detach_trunk: bool = False, readout: str = "labels") -> None:
         self.policy = policy
         self.detach_trunk = bool(detach_trunk)
-        self.head = ValueHead(hidden_size(policy.model)).to(policy.device)
+        self.item_head = policy.item_head if readout == "items" else None
+        if readout == "items" and self.item_head is None:
+            raise ConfigError("advantage=gae with readout=items needs the policy's item head: "
+                              "call policy.add_item_head() before building the critic")
+        size = (self.item_head.hidden_size if self.item_head is not None
+                else hidden_size(policy.model))
+        self.head = ValueHead(size).to(policy.device)
 
     def score(self, agent: Any, decisions: Sequence[Decision]
               ) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Menu log-probs (``(K_i,)`` each) and values ``(n,)`` of the decisions' stored
         prompts, from one forward pass, with grad."""
-        with LastHidden(self.policy.model) as cap:
-            log_probs = agent.menu_log_probs(list(decisions))
-        h = cap.hidden                                                            # (n, H)
+        if self.item_head is not None:
+            with HeadInput(self.item_head) as hcap:
+                log_probs = agent.menu_log_probs(list(decisions))
+            h = hcap.states(len(decisions))                                       # (n, H)
+        else:
+            with LastHidden(self.policy.model) as cap:
+                log_probs = agent.menu_log_probs(list(decisions))
+            h = cap.hidden                                                        # (n, H)
         if self.detach_trunk:
             h = h.detach()
         return log_probs, self.head(h).cpu()                                      # (n,)

@@ -171,6 +171,13 @@ def expert_fit(agent: MenuAgent, decisions: list[Decision], targets: list[int],
     return nll / n, hits / n
 
 
+def bc_parameters(optimizer: Optimizer, head: Any, mlp: bool) -> list[torch.nn.Parameter]:
+    """What the warm start trains: the optimizer's parameters, less an MLP item head's MLPs
+    unless ``mlp`` (``readout_mlp_warm_start``; they stay the identity until RL)."""
+    skip = set() if mlp or head is None else {id(p) for p in head.mlp_parameters()}
+    return [p for g in optimizer.param_groups for p in g["params"] if id(p) not in skip]
+
+
 class RLiDPPO(Algorithm):
     """RLiD-PPO for the decision-plane menu agent (docs/methods.md §1, §3)."""
 
@@ -188,11 +195,6 @@ class RLiDPPO(Algorithm):
         # a head reading a frozen layer: the rollout keeps its states, the update is the head's
         frozen = first_trainable_layer(policy.model)
         if head is not None and head.layer <= frozen:
-            if c.advantage == "gae":
-                raise ConfigError("advantage=gae reads the policy's last hidden state in the "
-                                  "update; with readout=items below the trainable layers "
-                                  f"(readout_layer={head.layer}) there is none: use "
-                                  "readout_layer: null or advantage: grpo")
             self.agent.keep_readout = True
             self.trunk_boundary = None   # the update runs no layer at all
         if self.trunk_boundary is not None:
@@ -209,7 +211,7 @@ class RLiDPPO(Algorithm):
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
-            self.critic = Critic(policy, detach_trunk=c.value_detach_trunk)
+            self.critic = Critic(policy, detach_trunk=c.value_detach_trunk, readout=c.readout)
         self.teacher = None
         if c.distill.enabled and c.distill.teacher == "policy":
             tp = load_policy(c.distill.teacher_model, device=str(policy.device))  # beside the student
@@ -354,7 +356,7 @@ class RLiDPPO(Algorithm):
         targets = [t.expert_index for turns in fit for t in turns]
         held_decs = [t.decision for turns in held for t in turns]
         held_targets = [t.expert_index for turns in held for t in turns]
-        params = [p for g in optimizer.param_groups for p in g["params"]]
+        params = bc_parameters(optimizer, self.policy.item_head, c.readout_mlp_warm_start)
 
         def fit_all(fit_seed: int) -> tuple[list[float], list[dict[str, float]], list[float]]:
             """Epochs over every labelled state so far (early stopping on the held-out
@@ -487,5 +489,5 @@ class RLiDPPO(Algorithm):
 
 __getattr__ = renamed_names(__name__)   # MenuPPO, its name until 0.3
 
-__all__ = ["RLiDPPO", "anchor_ids", "bc_valid_episodes", "gigpo_turn_advantages", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
+__all__ = ["RLiDPPO", "anchor_ids", "bc_parameters", "bc_valid_episodes", "gigpo_turn_advantages", "expert_fit", "flatten_decisions", "greedy_agent", "group_advantages", "menu_ids",
            "pad_menu_log_probs"]

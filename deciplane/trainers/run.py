@@ -51,7 +51,8 @@ def build_policy(config: TrainConfig) -> Any:
         for p in policy.model.parameters():
             p.requires_grad_(m.finetune == "full")
     if getattr(config, "readout", "labels") == "items":   # the menu agent's item head
-        policy.add_item_head(layer=config.readout_layer, rank=config.readout_rank)
+        policy.add_item_head(layer=config.readout_layer, rank=config.readout_rank,
+                             kind=config.readout_head, mlp_hidden=config.readout_mlp_hidden)
     dtype = resolve_trunk_dtype(m.trunk_dtype, policy.device)
     if dtype != torch.float32 and m.finetune != "full":   # full fine-tuning: no frozen trunk
         apply_trunk_dtype(policy.model, first_trainable_layer(policy.model), dtype)

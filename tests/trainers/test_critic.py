@@ -301,6 +301,30 @@ def test_gae_resume_matches_uninterrupted_run(gae_run, tmp_path):
     assert _records(part) == _records(run_dir)
 
 
+@pytest.mark.parametrize("case", ["head@frozen", "lora_below_head"])
+def test_gae_with_the_items_readout_reads_the_item_heads_decision_state(tmp_path, case):
+    """The items readout stops its forward at the head's layer (no output layer runs): the
+    value head reads the decision state the item head reads — kept by the rollout for a
+    head at a frozen layer (the demo's shape, with the MLP head here), from the update's
+    forward with LoRA below the head."""
+    model = (dict(TINY, finetune="head") if case == "head@frozen"
+             else dict(TINY, lora_last_layers=1))
+    data = dict(GAE_RUN, model=model, readout="items", readout_layer=1, value_lr=5e-3,
+                **({"readout_head": "mlp", "readout_mlp_hidden": 8}
+                   if case == "head@frozen" else {}))
+    summary, algo, _, head0 = _run(data, tmp_path / "run")
+    assert algo.agent.keep_readout == (case == "head@frozen")
+    recs = _records(tmp_path / "run")
+    assert [r["iteration"] for r in recs] == [1, 2]
+    for r in recs:
+        assert math.isfinite(r["loss/value"]) and math.isfinite(r["loss/policy"])
+    assert recs[0]["critic/value_mean"] == 0.0 and recs[1]["critic/value_mean"] != 0.0
+    head = algo.critic.head.state_dict()
+    assert any(not torch.equal(head[k], head0[k]) for k in head)
+    assert algo.critic.head.linear.in_features == algo.policy.item_head.hidden_size
+    assert summary["optimizer_steps"] == 4
+
+
 def test_gae_with_bc_warm_start_and_cord_distillation(tmp_path):
     """The value head also trains when the task gradient goes through CORD's full-batch
     buffers (its teacher gradient is zero) and after a behaviour-cloning warm start."""

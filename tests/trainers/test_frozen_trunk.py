@@ -34,6 +34,10 @@ CASES = {
     # ... and a head at the frozen boundary (its update is the head alone)
     "items@boundary": {"readout": "items", "readout_layer": 1,
                        "model": dict(BASE["model"], finetune="head")},
+    # ... and the MLP head there (readout_head: mlp): still the head alone
+    "items_mlp@boundary": {"readout": "items", "readout_layer": 1, "readout_head": "mlp",
+                           "readout_mlp_hidden": 8,
+                           "model": dict(BASE["model"], finetune="head")},
 }
 
 
@@ -51,12 +55,15 @@ def test_frozen_trunk_update_equals_the_full_update(tmp_path, case):
     policy = build_policy(cfg)
     _randomise_lora(policy)
     if policy.item_head is not None:    # K = 0 at init (uniform policy): make it score
+        g = torch.Generator().manual_seed(2)
         with torch.no_grad():
-            policy.item_head.key.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
+            policy.item_head.key.weight.normal_(0, 0.5, generator=g)
+            for p in policy.item_head.mlp_parameters():   # W2 = 0 too: make the MLPs act
+                p.normal_(0, 0.5, generator=g)
     algo = build_algorithm(cfg, policy)
     try:
         torch.manual_seed(0)
-        if case == "items@boundary":   # the head reads frozen states: its update runs no layer
+        if case.endswith("@boundary"):   # the head reads frozen states: its update runs no layer
             assert algo.trunk_boundary is None and algo.agent.keep_readout
             assert algo.agent.early_exit
             batch = algo.rollout(0, seed=123)
@@ -121,6 +128,7 @@ def _check_head_only_update(algo, batch, policy):
     """The kept readout states equal a fresh full forward's, the head-only loss equals the
     loss through a full forward, and only the head gets a gradient."""
     from deciplane.agents.policy import capture_hidden
+    from deciplane.agents.readout import item_logits
 
     decs = batch.data.decisions
     assert decs and all(d.readout_hidden is not None for d in decs)
@@ -128,12 +136,18 @@ def _check_head_only_update(algo, batch, policy):
         with torch.no_grad(), capture_hidden(policy.model, 1) as cap:
             policy.model(input_ids=d.prompt_ids[None])
         torch.testing.assert_close(d.readout_hidden, cap[0][0], rtol=1e-5, atol=1e-5)
+        with torch.no_grad():   # the head's logits from the kept states = the fresh forward's
+            torch.testing.assert_close(item_logits(policy.item_head, d.readout_hidden,
+                                                   d.item_spans),
+                                       item_logits(policy.item_head, cap[0][0], d.item_spans),
+                                       rtol=1e-5, atol=1e-5)
     micro = list(range(min(4, len(decs))))
     policy.model.zero_grad()
     cached = algo.loss(batch, micro).task
     cached.backward()
-    head_grad = policy.item_head.key.weight.grad.clone()
-    assert head_grad.abs().sum() > 0
+    head = policy.item_head
+    head_grads = {n: p.grad.clone() for n, p in head.named_parameters()}
+    assert all(g.abs().sum() > 0 for g in head_grads.values()), "a head parameter got no grad"
     assert all(p.grad is None for n, p in policy.model.named_parameters() if "lora" in n)
     fresh = copy.copy(batch)
     fresh.data = copy.copy(batch.data)
@@ -144,7 +158,8 @@ def _check_head_only_update(algo, batch, policy):
     full = algo.loss(fresh, micro).task
     full.backward()
     torch.testing.assert_close(full, cached, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(policy.item_head.key.weight.grad, head_grad, rtol=1e-5, atol=1e-6)
+    for n, p in head.named_parameters():
+        torch.testing.assert_close(p.grad, head_grads[n], rtol=1e-5, atol=1e-6)
 
 
 def test_frozen_trunk_is_off_for_full_fine_tuning_and_when_switched_off():
