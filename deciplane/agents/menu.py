@@ -76,8 +76,8 @@ class MenuAgent:
             (``Decision.readout_hidden``); a trainer sets it when the head reads a frozen
             layer, so its update runs the head alone. With the items readout every forward
             stops at the head's layer (:attr:`early_exit`).
-        block_cache: compute every prompt row by row in fixed token blocks and reuse the
-            blocks met before (:mod:`deciplane.agents.prompt_cache`; share one cache
+        block_cache: compute every prompt in fixed token blocks (the rows that need the same
+            block index share a forward) and reuse the blocks met before (:mod:`deciplane.agents.prompt_cache`; share one cache
             between the agents of a process). Results are bitwise independent of what the
             cache holds; ``prefix_cache``, ``max_padding`` and ``dedup`` then do not apply
             (a repeated prompt is read whole from the cache). ``None``: the batched forward.
@@ -231,7 +231,7 @@ class MenuAgent:
         prompt's hidden states entering that layer (``(T_i, H)`` each; else ``None``); with
         the items readout each prompt's states at the head's layer (else ``None``).
 
-        With a ``block_cache``: row by row in fixed blocks (:meth:`_block_rows`). Else
+        With a ``block_cache``: in fixed blocks (:meth:`_block_rows`). Else
         identical prompts are computed once (``dedup``), the token prefix shared by the
         whole batch is run once (its KV cache is reused), and the remaining suffixes are
         grouped by length so that padding wastes at most ``max_padding`` of the compute (a
@@ -279,7 +279,7 @@ class MenuAgent:
             if was_training:
                 model.train()
 
-    # ---- row by row in fixed blocks ---------------------------------------------------------
+    # ---- in fixed blocks, reused across calls ------------------------------------------------
     def _block_rows(self, prompt_ids: list[torch.Tensor]
                     ) -> tuple[torch.Tensor | None, list[torch.Tensor] | None,
                                list[torch.Tensor] | None]:
@@ -403,14 +403,14 @@ class MenuAgent:
             self.block_cache.stats.forwards += 1
         layers = _cache_tensors(cache)
         blocks, kv = [], []
-        for r in range(n_rows):
+        for r in range(n_rows):   # copies: a view would keep the whole batch's tensor alive
             states = {}
             if rcap is not None:
-                states["readout"] = rcap[-1][r]                                  # (b, H)
+                states["readout"] = rcap[-1][r].clone()                          # (b, H)
             if cap is not None:
-                states["boundary"] = cap[-1][r]                                  # (b, H)
+                states["boundary"] = cap[-1][r].clone()                          # (b, H)
             if not self.early_exit:
-                states["last"] = out.last_hidden_state[r, -1:]                   # (1, H)
+                states["last"] = out.last_hidden_state[r, -1:].clone()           # (1, H)
             blocks.append(Block(kv=[(k[r:r + 1, :, start:].clone(), v[r:r + 1, :, start:].clone())
                                     for k, v in layers], states=states))
             kv.append([(k[r:r + 1], v[r:r + 1]) for k, v in layers])

@@ -134,7 +134,7 @@ class PromptCacheConfig:
     """How the menu agent computes its prompts (docs/speed.md "Reuse per row")."""
 
     mode: Literal["batch", "blocks"] = "batch"
-    """`batch`: one left-padded forward per batch, the prefix shared by the whole batch computed once (suits a GPU). `blocks`: row by row in fixed blocks of `block_tokens` tokens; a block met before (an earlier step of the episode, another episode of the group, another evaluation of the same game, with weights the block depends on unchanged) is read from a cache instead of computed. Results are bitwise the same whatever the cache held (resume stays exact); they differ from `batch` by float rounding."""
+    """`batch`: one left-padded forward per batch, the prefix shared by the whole batch computed once (suits a GPU). `blocks`: in fixed blocks of `block_tokens` tokens counted from the prompt's start (the rows that need the same block index share one forward); a block met before (an earlier step of the episode, another episode of the group, another evaluation of the same game, with weights the block depends on unchanged) is read from a cache instead of computed. Results are bitwise the same whatever the cache held (resume stays exact); they differ from `batch` by float rounding."""
     block_tokens: int = option(32, gt=0)
     """mode=blocks: tokens per block (a changed token recomputes its block and every later one)."""
     max_gib: float = option(2.0, ge=0)
@@ -368,7 +368,7 @@ class RLiDPPOConfig(TrainConfig):
     readout_mlp_warm_start: bool = False
     """readout_head=mlp: also train the MLPs in the behaviour-cloning warm start. false: the warm start trains the bilinear score alone (the MLPs are the identity until RL, so BC-only equals that of readout_head=bilinear with the same seed) and the MLPs start learning in RL."""
     prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
-    """How the menu agent computes its prompts: one batched forward, or row by row in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
+    """How the menu agent computes its prompts: one batched forward, or in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
     frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
     """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
     distill: DistillConfig = field(default_factory=DistillConfig)

@@ -292,9 +292,11 @@ class Trainer:
 
         def on_bc_epoch(done: int, total: int, loss: float) -> bool:
             now = time.perf_counter()
-            if done == 0:   # the epochs start: an epoch's time excludes the collection,
-                ws["t_last"] = now   # and the share bounds what follows it (the expert
-                if cfg.max_wall_time_s is not None:   # episodes asked for are all played)
+            if done == 0:
+                # the epochs start: an epoch's time excludes the expert collection, and the
+                # warm start's share bounds what follows it (the episodes asked for all play)
+                ws["t_last"] = now
+                if cfg.max_wall_time_s is not None:
                     ws["deadline"] = now + cfg.plan.warm_start_share * cfg.max_wall_time_s
                 return True
             last = now - ws.get("t_last", ws.get("t0", now))
