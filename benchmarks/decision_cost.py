@@ -26,7 +26,8 @@ decisions on near-ties may flip): the wins of each evaluation are printed side b
     python benchmarks/decision_cost.py --episodes 8 --cap-avx2 \
         --out benchmarks/results/decision_cost_avx2.json
 
-Run it alone: the load average is recorded. ``--cap-avx2`` runs every setting with
+Run it alone: the load average is recorded. ``--table FILE...`` prints the markdown table of
+result files (batch against blocks per phase and precision). ``--cap-avx2`` runs every setting with
 torch's kernels capped to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``,
 ``MKL_ENABLE_INSTRUCTIONS=AVX2``), as on a CPU without AVX-512, and float32 only.
 """
@@ -108,6 +109,38 @@ def wins(summary: dict) -> dict[str, list[int]]:
     return out
 
 
+PHASES = ("eval_zero_shot_labels", "warm_start", "eval_after_warm_start", "rollouts",
+          "eval_final")
+
+
+def markdown_table(results: list[dict]) -> str:
+    """One row per phase and setting of the given result files: tokens computed and CPU-s
+    per decision, and ``blocks`` against ``batch`` of the same file and precision."""
+    lines = ["| CPU kernels | trunk | phase | prompt tokens | computed: batch -> blocks | "
+             "CPU-s per decision: batch -> blocks | CPU-s ratio | share of matmul rate: "
+             "batch -> blocks |", "|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        kernels = "AVX2 (capped)" if res["kernels_capped_to_avx2"] else "native"
+        for dtype, rate in res["matmul_gflops_one_thread"].items():
+            batch = res["settings"].get(f"batch/{dtype}")
+            blocks = res["settings"].get(f"blocks/{dtype}")
+            if batch is None or blocks is None:
+                continue
+            for phase in PHASES:
+                a, b = batch["phases"].get(phase), blocks["phases"].get(phase)
+                if a is None or b is None:
+                    continue
+                lines.append(
+                    f"| {kernels} ({rate:.0f} GFLOP/s) | {dtype} | {phase} | "
+                    f"{a['prompt_tokens_per_decision']:.0f} | "
+                    f"{a['computed_tokens_per_decision']:.0f} -> "
+                    f"{b['computed_tokens_per_decision']:.0f} | "
+                    f"{a['cpu_s_per_decision']:.3f} -> {b['cpu_s_per_decision']:.3f} | "
+                    f"{b['cpu_s_per_decision'] / a['cpu_s_per_decision']:.2f} | "
+                    f"{a['share_of_matmul_rate']:.2f} -> {b['share_of_matmul_rate']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=10, help="test games per evaluation")
@@ -118,7 +151,12 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default=None, help="default: float32, and bfloat16 where native")
     ap.add_argument("--cap-avx2", action="store_true")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/decision_cost.json"))
+    ap.add_argument("--table", nargs="+", metavar="RESULT_JSON",
+                    help="print the markdown table of these result files and stop")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown_table([json.loads(Path(p).read_text()) for p in args.table]))
+        return 0
     from deciplane.agents.precision import matmul_gflops, native_bf16
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
