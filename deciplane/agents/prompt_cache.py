@@ -7,8 +7,10 @@ reads) therefore depends only on the tokens up to its end: a block met again —
 step of the same episode shares the task and the room, another episode of the group starts
 from the same state, another agent's evaluation of the same game replays it — is read
 instead of computed. Because the block boundaries never depend on what the cache holds,
-and every block is computed alone (batch of one), the results are **bitwise the same**
+and a row computed in one forward with other rows (same block index: equal pasts, equal
+lengths, no padding) gets the bits it gets alone, the results are **bitwise the same**
 whatever the cache held: a cached run, an uncached run and a resumed run agree exactly.
+The agent's side is :meth:`deciplane.agents.menu.MenuAgent._block_rows`.
 
 What a block is keyed by: the digest of its tokens chained to the digest of the block
 before it (so a key names the whole prefix), and a context naming everything else the
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -46,8 +48,8 @@ DEFAULT_MAX_BYTES = 2 * 2 ** 30
 class Block:
     """One computed block: per-layer ``(keys, values)`` of its tokens ``(1, kv_heads, b,
     head_dim)`` and the kept states ``(b, H)`` by name (``readout``, ``boundary``, and
-    ``last`` — the final output at the block's last token, ``(1, H)``, for a next-token
-    readout)."""
+    ``last`` — the final normed state at the block's last token, ``(1, H)``, for a
+    next-token readout)."""
 
     kv: list[tuple[torch.Tensor, torch.Tensor]]
     states: dict[str, torch.Tensor]
@@ -149,13 +151,5 @@ class BlockCache:
                 "bytes": self.nbytes, "blocks": len(self), **self.stats.to_dict()}
 
 
-@dataclass
-class RowResult:
-    """One prompt's computed pieces: the kept states over all its tokens ``(T, H)`` by
-    name, and ``last`` ``(1, H)`` when asked for."""
-
-    states: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
 __all__ = ["Block", "BlockCache", "CacheStats", "DEFAULT_BLOCK_TOKENS", "DEFAULT_MAX_BYTES",
-           "RowResult", "block_bounds", "chain_keys"]
+           "block_bounds", "chain_keys"]
