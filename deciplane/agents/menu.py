@@ -646,5 +646,4 @@ def _cache_kwarg(model) -> str:
 
 
 def _base_config(model):
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return getattr(base, "config", None)
+    return getattr(_base_model(model), "config", None)

@@ -68,7 +68,30 @@ class ValueHead(nn.Module):
         return self.linear(h).squeeze(-1)                                         # (N,)
 
 
-class LastHidden:
+class InputRecorder:
+    """While active (``with``), records the first argument of every call of ``module``
+    (a forward pre-hook) in ``_calls``."""
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self._calls: list[torch.Tensor] = []
+        self._handle = None
+
+    def __enter__(self):
+        self._calls.clear()
+        self._handle = self.module.register_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def _hook(self, module: nn.Module, args: tuple) -> None:
+        self._calls.append(args[0])
+
+
+class LastHidden(InputRecorder):
     """Capture the last-position hidden state that enters a model's output layer.
 
     >>> with LastHidden(policy.model) as cap:
@@ -85,22 +108,7 @@ class LastHidden:
             raise ConfigError(f"{type(model).__name__} has no output layer "
                               "(get_output_embeddings()); advantage=gae needs a causal LM "
                               "with an lm_head — use a group estimator such as grpo")
-        self.module = head
-        self._calls: list[torch.Tensor] = []
-        self._handle = None
-
-    def __enter__(self) -> "LastHidden":
-        self._calls.clear()
-        self._handle = self.module.register_forward_pre_hook(self._hook)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
-
-    def _hook(self, module: nn.Module, args: tuple) -> None:
-        self._calls.append(args[0])
+        super().__init__(head)
 
     @property
     def hidden(self) -> torch.Tensor:
@@ -111,7 +119,7 @@ class LastHidden:
         return self._calls[0][:, -1, :]                                           # (B, H)
 
 
-class HeadInput:
+class HeadInput(InputRecorder):
     """Capture the decision states an item head reads (``readout: items``).
 
     A forward pre-hook on the :class:`~deciplane.agents.readout.ItemHead`: each call's first
@@ -121,24 +129,6 @@ class HeadInput:
     reads — kept by the rollout (no grad: a frozen layer) or from a forward with grad (LoRA
     below the head) — so the value head needs no forward of its own.
     """
-
-    def __init__(self, head: nn.Module) -> None:
-        self.module = head
-        self._calls: list[torch.Tensor] = []
-        self._handle = None
-
-    def __enter__(self) -> "HeadInput":
-        self._calls.clear()
-        self._handle = self.module.register_forward_pre_hook(self._hook)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
-
-    def _hook(self, module: nn.Module, args: tuple) -> None:
-        self._calls.append(args[0])
 
     def states(self, n: int) -> torch.Tensor:
         """``(n, H)``: the decision states of the ``n`` decisions scored inside the block."""
