@@ -1,6 +1,8 @@
-"""Runs written before the issue-27 moves still load, evaluate and resume.
+"""Runs written before the issue-27 moves, and before issue 49's one run loop, still load,
+evaluate and resume.
 
-``tests/data/pre_move/`` (made by its ``make.py`` at the commit in ``made_at.txt``): a tiny
+``tests/data/pre_move/`` and ``tests/data/pre_loop/`` (made by ``pre_move/make.py`` at the
+commit in each folder's ``made_at.txt``): a tiny
 quickstart training run SIGKILLed after iteration 1 of 2, and ``ttrl`` / ``tasco`` adapter
 runs cut after step 1 of 3. Their checkpoints pickle the classes of that code under their
 module paths of that time. Resumed with today's code they end where the uninterrupted runs
@@ -20,7 +22,7 @@ import pytest
 import torch
 
 DATA = Path(__file__).resolve().parent / "data"
-PRE = DATA / "pre_move"
+FIXTURES = [DATA / "pre_move", DATA / "pre_loop"]
 sys.path.insert(0, str(DATA.parents[1]))
 from tools.behaviour_snapshot import machine_fingerprint, numbers  # noqa: E402
 
@@ -35,24 +37,26 @@ def _same_machine() -> bool:
     return _snapshot()["machine"] == machine_fingerprint()
 
 
-def test_pre_move_training_checkpoint_loads_and_evaluates(tmp_path):
+@pytest.mark.parametrize("pre", FIXTURES, ids=lambda p: p.name)
+def test_pre_move_training_checkpoint_loads_and_evaluates(tmp_path, pre):
     from deciplane.evaluation.run_eval import evaluate_run, resolve_checkpoint
 
     torch.set_num_threads(1)
     run = tmp_path / "run"
-    shutil.copytree(PRE / "train_run", run)
+    shutil.copytree(pre / "train_run", run)
     assert resolve_checkpoint(run).name == "iter_000001"
     report = evaluate_run(run, split="test", episodes=2)
     assert report.episodes == 2 and 0.0 <= report.success_rate <= 1.0
     assert report.checkpoint.endswith("iter_000001")
 
 
-def test_pre_move_training_run_resumes_to_the_uninterrupted_metrics(tmp_path):
+@pytest.mark.parametrize("pre", FIXTURES, ids=lambda p: p.name)
+def test_pre_move_training_run_resumes_to_the_uninterrupted_metrics(tmp_path, pre):
     from deciplane.trainers.run import run_training
 
     torch.set_num_threads(1)
     run = tmp_path / "run"
-    shutil.copytree(PRE / "train_run", run)
+    shutil.copytree(pre / "train_run", run)
     summary = run_training(None, run, resume=True)
     assert summary["status"] == "completed"
     got = [numbers(json.loads(x)) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -64,14 +68,15 @@ def test_pre_move_training_run_resumes_to_the_uninterrupted_metrics(tmp_path):
     assert got == want
 
 
+@pytest.mark.parametrize("pre", FIXTURES, ids=lambda p: p.name)
 @pytest.mark.parametrize("method", ["ttrl", "tasco"])
-def test_pre_move_adapter_state_resumes_to_the_uninterrupted_result(tmp_path, method):
+def test_pre_move_adapter_state_resumes_to_the_uninterrupted_result(tmp_path, method, pre):
     from deciplane.adapt.runner import run_adaptation
 
     run = tmp_path / method
-    shutil.copytree(PRE / f"adapt_{method}", run)
+    shutil.copytree(pre / f"adapt_{method}", run)
     resumed = run_adaptation(method, run_dir=run, resume=True)
-    full = json.loads((PRE / f"adapt_{method}_full.json").read_text())
+    full = json.loads((pre / f"adapt_{method}_full.json").read_text())
     assert resumed["resumed"] == 1
     assert json.loads(json.dumps(resumed["budget"]["samples"])) == full["budget"]["samples"]
     if not _same_machine():

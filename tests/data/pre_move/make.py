@@ -1,4 +1,6 @@
-"""How the pre-move fixtures were made (issue 27), at the commit named in made_at.txt.
+"""How the pre-move fixtures are made, at the commit named in each folder's made_at.txt:
+``tests/data/pre_move/`` before the issue-27 moves, ``tests/data/pre_loop/`` before the
+issue-49 move to one run loop.
 
 A tiny quickstart training run stopped after iteration 1 of 2 (its checkpoint holds the
 pickled state of that code), and the adapter runs ``ttrl`` and ``tasco`` cut after step 1
@@ -6,7 +8,7 @@ of 3 (``adapt_state.pt`` pickles the budget, records and guard classes of that c
 each with the uninterrupted run's result beside it. tests/test_pre_move_runs.py loads,
 evaluates and resumes them with today's code.
 
-    python tests/data/pre_move/make.py
+    python tests/data/pre_move/make.py [OUT]      # OUT: a folder (default: this one)
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(sys.argv[1]).resolve() if __name__ == "__main__" and len(sys.argv) > 1 else \
+    Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from tests.adapt.test_resume import METHODS, Stop, _stop_after  # noqa: E402
@@ -74,6 +77,7 @@ def adapt_fixtures() -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    HERE.mkdir(parents=True, exist_ok=True)
     train_fixture()
     adapt_fixtures()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
