@@ -1,7 +1,8 @@
 """The run directory's rules, shared by trainers and test-time adapters.
 
-* :func:`ensure_unused_run_dir` — a new run never appends to an old run's metrics and
-  checkpoints (its curves would mix with the old ones);
+* :func:`ensure_unused_run_dir` — a new training run never appends to an old run's metrics
+  and checkpoints (its curves would mix with the old ones; a new adaptation run in a used
+  directory removes the old state instead, :mod:`deciplane.adapt.runner`);
 * :func:`changed_on_resume` — what a resumed run changed against what its run directory
   recorded when it started (``config.yaml`` of a training run, ``run_args.json`` of an
   adaptation run). Each side declares beside its own config what a resume may change
