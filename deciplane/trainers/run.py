@@ -138,11 +138,11 @@ RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "plan.eval_share
                                "model.threads"})
 """Options a resumed run may change (:func:`deciplane.engine.rundir.changed_on_resume`): the
 budget and cosmetics, never what the iterations already run depended on (shortening
-``iterations`` ends the run at the next iteration boundary with the final evaluation). ``optim.micro_batch_size`` only sets how many units
-one forward/backward holds — gradients are accumulated over the whole optimizer batch
-with its normaliser, the same up to float rounding — so a run killed for memory resumes
-with a smaller one; ``model.threads`` changes speed only (and float rounding), so a run
-can continue with the cores that became free."""
+``iterations`` ends the run at the next iteration boundary with the final evaluation).
+``optim.micro_batch_size`` only sets how many units one forward/backward holds — gradients
+are accumulated over the whole optimizer batch with its normaliser, the same up to float
+rounding — so a run killed for memory resumes with a smaller one; ``model.threads`` changes
+speed only (and float rounding), so a run can continue with the cores that became free."""
 
 
 def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = None,
