@@ -63,10 +63,13 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     # 0.3 -- names that explain themselves
     "deciplane.agents.evaluation": "deciplane.evaluation.agents",
     "deciplane.trainers.envs": "deciplane.trainers.env_suite",
-    "deciplane.trainers.planner": "deciplane.trainers.time_budget",
+    "deciplane.trainers.planner": "deciplane.engine.plan",
     # 0.3 -- the run directory's logger and checkpoints, shared by trainers and adapters
     "deciplane.trainers.logger": "deciplane.engine.logger",
     "deciplane.trainers.checkpoint": "deciplane.engine.checkpoint",
+    # 0.3 -- the run's services in the engine, one for trainers and adapters (issue 49)
+    "deciplane.trainers.time_budget": "deciplane.engine.plan",
+    "deciplane.trainers.baseline_cache": "deciplane.engine.baselines",
     # 0.3 -- the menu envs' shared code in one package (menu_env held the text helpers and
     # the base env)
     "deciplane.envs.menus": "deciplane.envs.menu.menu",

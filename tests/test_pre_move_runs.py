@@ -75,7 +75,10 @@ def test_pre_move_adapter_state_resumes_to_the_uninterrupted_result(tmp_path, me
 
     run = tmp_path / method
     shutil.copytree(pre / f"adapt_{method}", run)
-    resumed = run_adaptation(method, run_dir=run, resume=True)
+    phases: list[str] = []
+    resumed = run_adaptation(method, run_dir=run, resume=True,
+                             progress=lambda phase, *_: phases.append(phase))
+    assert "baseline: greedy (cached)" in phases     # the baselines that run kept, read back
     full = json.loads((pre / f"adapt_{method}_full.json").read_text())
     assert resumed["resumed"] == 1
     assert json.loads(json.dumps(resumed["budget"]["samples"])) == full["budget"]["samples"]

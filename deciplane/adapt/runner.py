@@ -33,8 +33,11 @@ from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_
 from deciplane.adapt.ttpo import TTPO
 from deciplane.adapt.ttrl import TTRL
 from deciplane.errors import ConfigError
+from deciplane.engine.baselines import BaselineStore
 from deciplane.engine.budget import Budget
+from deciplane.engine.compare import paired_vs
 from deciplane.engine.generation import generate_texts, generation_progress
+from deciplane.engine.rundir import changed_on_resume
 from deciplane.utils import atomic_write_json, resolve_device, seed_everything
 
 ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
@@ -89,16 +92,16 @@ def _baseline_key(model: str, benchmark: str, split: str, limit: int | None, see
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _cached_baseline(cache_dir: Path | None, name: str, key: str,
+def _cached_baseline(store: BaselineStore, name: str, key: str,
                      compute: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
-    """``compute()``'s result, kept in ``cache_dir/baselines-{name}-{key}.json`` (answers and
-    their budget only, never gold); returns ``(result, came_from_cache)``."""
-    f = None if cache_dir is None else Path(cache_dir) / f"baselines-{name}-{key}.json"
-    if f is not None and f.is_file():
-        return json.loads(f.read_text()), True
+    """``compute()``'s result, kept in the store as ``baselines-{name}-{key}.json`` (answers
+    and their budget only, never gold); returns ``(result, came_from_cache)``."""
+    entry = f"baselines-{name}-{key}"
+    result = store.load(entry)
+    if result is not None:
+        return result, True
     result = compute()
-    if f is not None:
-        atomic_write_json(f, result)
+    store.store(entry, result)
     return result, False
 
 
@@ -112,18 +115,6 @@ def accuracy_interval(k: int, n: int) -> list[float]:
     from deciplane.stats import wilson_interval
 
     return [round(x, 4) for x in wilson_interval(k, n)]
-
-
-def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
-    """A (the adapted answers) vs B (a baseline) on the same tasks: the difference of
-    accuracies with the Bonett-Price 95% interval and the exact McNemar p
-    (:func:`deciplane.stats.paired_difference`)."""
-    from deciplane.stats import paired_difference
-
-    ids = sorted(a)
-    if set(ids) != set(b):
-        raise ValueError("paired comparison needs the same task ids on both sides")
-    return _jsonable(paired_difference([a[i] for i in ids], [b[i] for i in ids]).to_dict())
 
 
 @dataclass
@@ -140,7 +131,7 @@ class _Run:
     tasks: list
     policy: Any
     adapter: BaseAdapter
-    cache: Path
+    cache: BaselineStore
     report: Callable[[str, int, int, dict], None]
     benchmark_args: dict[str, Any]
 
@@ -240,7 +231,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         _start_run_dir(run_dir, args, resume)
         run = _Run(args["method"], args["benchmark"], args["split"], args["model"], args["seed"],
                    args["limit"], config, tasks, policy, adapter,
-                   Path(args["baseline_cache"] or run_dir / "baselines"), report,
+                   BaselineStore(Path(args["baseline_cache"] or run_dir / "baselines")), report,
                    args["benchmark_args"])
         planned = adapter.planned_samples(len(tasks))
         base = _Baselines(votes=max(1, math.ceil(planned / len(tasks))))
@@ -486,8 +477,8 @@ def _resume_args(run_dir: str | Path | None, given: dict[str, Any]) -> tuple[dic
     stored = json.loads(path.read_text())
     defaults = {k: p.default for k, p in inspect.signature(run_adaptation).parameters.items()}
     defaults.update(overrides=[], benchmark_args={})
-    differ = [k for k, v in given.items()
-              if k in stored and v != stored[k] and v != defaults.get(k, object())]
+    recorded = {k: stored[k] for k in given if k in stored}   # in the arguments' order
+    differ = changed_on_resume(recorded, given, defaults=defaults)
     if differ:
         raise ConfigError("resume continues the run with its own arguments; these differ: "
                           + ", ".join(f"{k}={given[k]!r} (run: {stored[k]!r})" for k in differ))

@@ -19,7 +19,12 @@
   envs (training rollouts and evaluation);
 * :mod:`~deciplane.engine.trunk` — frozen-trunk caching: the frozen bottom layers run
   once without a graph (:func:`trunk_hidden`), only the trainable top is re-run
-  (:func:`top_logits`).
+  (:func:`top_logits`);
+* the run's services, shared by trainers and adapters: :mod:`~deciplane.engine.rundir`
+  (a new run's directory, what a resumed run may change), :mod:`~deciplane.engine.baselines`
+  (the one baseline store), :mod:`~deciplane.engine.compare` (paired comparisons),
+  :mod:`~deciplane.engine.plan` (the wall-time plan), with
+  :mod:`~deciplane.engine.checkpoint` and :mod:`~deciplane.engine.logger`.
 
 The engine imports agents, objectives, envs and types; trainers/, adapt/, evaluation/ and
 the CLI sit on top of it (``tests/test_layering.py``).

@@ -196,13 +196,13 @@ class Algorithm(abc.ABC):
 
     def baseline_key(self, kind: str, split: str, weights: str | None = None) -> str | None:
         """The baseline-cache key of the ``kind`` evaluation (``eval_spec``) on ``split``
-        with the current weights (:mod:`deciplane.trainers.baseline_cache`; ``weights``:
+        with the current weights (:mod:`deciplane.engine.baselines`; ``weights``:
         their digest if already computed); None for an algorithm without an env suite and
         ``eval_spec``."""
         suite, spec = getattr(self, "suite", None), getattr(self, "eval_spec", None)
         if suite is None or spec is None:
             return None
-        from deciplane.trainers.baseline_cache import baseline_key, weights_fingerprint
+        from deciplane.engine.baselines import baseline_key, weights_fingerprint
 
         c = self.config
         agent, _ = spec(kind)

@@ -20,6 +20,7 @@ import torch
 
 from deciplane.agents.precision import apply_trunk_dtype, autocast_layers, resolve_trunk_dtype
 from deciplane.engine import distributed
+from deciplane.engine.rundir import changed_on_resume, ensure_unused_run_dir
 from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine import checkpoint as ckpt
@@ -29,7 +30,7 @@ from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
 from deciplane.trainers.math_grpo import MathGRPO
 from deciplane.trainers.rlid_ppo import RLiDPPO
 from deciplane.trainers.text_ppo import TextPPO
-from deciplane.trainers.trainer import Trainer, ensure_unused_run_dir
+from deciplane.trainers.trainer import Trainer
 from deciplane.utils import flatten_dict, resolve_device, seed_everything
 
 
@@ -135,13 +136,13 @@ RESUMABLE_CHANGES = frozenset({"iterations", "max_wall_time_s", "plan.eval_share
                                "plan.warm_start_share", "progress",
                                "checkpoint.keep_last", "optim.micro_batch_size",
                                "model.threads"})
-"""Options a resumed run may change: the budget and cosmetics, never what the iterations
-already run depended on (shortening ``iterations`` ends the run at the next iteration
-boundary with the final evaluation). ``optim.micro_batch_size`` only sets how many units
-one forward/backward holds — gradients are accumulated over the whole optimizer batch
-with its normaliser, the same up to float rounding — so a run killed for memory resumes
-with a smaller one; ``model.threads`` changes speed only (and float rounding), so a run
-can continue with the cores that became free."""
+"""Options a resumed run may change (:func:`deciplane.engine.rundir.changed_on_resume`): the
+budget and cosmetics, never what the iterations already run depended on (shortening
+``iterations`` ends the run at the next iteration boundary with the final evaluation).
+``optim.micro_batch_size`` only sets how many units one forward/backward holds — gradients
+are accumulated over the whole optimizer batch with its normaliser, the same up to float
+rounding — so a run killed for memory resumes with a smaller one; ``model.threads`` changes
+speed only (and float rounding), so a run can continue with the cores that became free."""
 
 
 def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = None,
@@ -164,7 +165,7 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
         config = load_config(config, overrides)
     if resume and saved is not None and saved.is_file() and ckpt.latest_checkpoint(run_dir):
         prev, new = flatten_dict(to_dict(load_config(saved))), flatten_dict(to_dict(config))
-        diff = [k for k in prev if prev[k] != new.get(k) and k not in RESUMABLE_CHANGES]
+        diff = changed_on_resume(prev, new, RESUMABLE_CHANGES)
         if diff:
             raise CheckpointError(f"--resume: the config differs from the run's saved config "
                                   f"({', '.join(diff[:5])}); resume with {saved} or start a new "

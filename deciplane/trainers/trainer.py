@@ -37,17 +37,18 @@ import torch
 
 from deciplane._moved import renamed_names
 from deciplane.engine import distributed
+from deciplane.engine.compare import paired_comparisons
 from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, optimizer_step
-from deciplane.errors import CheckpointError, ConfigError
+from deciplane.engine.plan import (PLAN_AFTER_EPISODES, continue_epochs, decision_cost_summary,
+                                   eval_cut_reason, eval_episodes_that_fit, eval_share_of,
+                                   room_for_iteration, time_breakdown)
+from deciplane.engine.rundir import ensure_unused_run_dir
+from deciplane.errors import ConfigError
 from deciplane.provenance import provenance
-from deciplane.stats import paired_difference
 from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
-from deciplane.engine.logger import METRICS_FILE, RunLogger
-from deciplane.trainers.time_budget import (PLAN_AFTER_EPISODES, continue_epochs,
-                                            eval_cut_reason, eval_episodes_that_fit,
-                                            eval_share_of, room_for_iteration)
+from deciplane.engine.logger import RunLogger
 from deciplane.utils import atomic_write_json, seed_everything
 
 
@@ -365,14 +366,14 @@ class Trainer:
 
     def _find_cached_baselines(self) -> None:
         """Look up the zero-shot evaluations of this run in the baseline cache
-        (:mod:`deciplane.trainers.baseline_cache`) before any is played, so that the time
+        (:mod:`deciplane.engine.baselines`) before any is played, so that the time
         plan counts a cached one as free."""
         self._baseline_keys: dict[tuple[str, str], str] = {}
         self._cached: dict[tuple[str, str], dict[str, Any]] = {}
         key_of = getattr(self.algo, "baseline_key", None)
         if not self.config.eval.cache_baselines or key_of is None:
             return
-        from deciplane.trainers.baseline_cache import load_baseline, weights_fingerprint
+        from deciplane.engine.baselines import load_baseline, weights_fingerprint
 
         weights = weights_fingerprint(self.policy.model)   # once: every lookup shares them
         kinds = ["trained"] + (["labels"] if self._labels_baseline() else [])
@@ -391,7 +392,7 @@ class Trainer:
         """The cached result of the ``kind`` evaluation on ``split``, cut to the run's
         episode limit, or None when the cache has fewer episodes than this run plays. The
         first evaluation of a run with a budget plans the others from its cached time."""
-        from deciplane.trainers.baseline_cache import cut_evaluation
+        from deciplane.engine.baselines import cut_evaluation
 
         entry = self._cached.get((kind, split))
         if entry is None:
@@ -441,7 +442,7 @@ class Trainer:
             logger.print(f"{when}, {split}: {_fmt(out[split])}")
             key = getattr(self, "_baseline_keys", {}).get((baseline, split)) if baseline else None
             if key is not None and distributed.is_main():
-                from deciplane.trainers.baseline_cache import store_baseline
+                from deciplane.engine.baselines import store_baseline
 
                 store_baseline(key, out[split], took, eval_workers=self.config.eval.workers,
                                threads=self.config.model.threads)
@@ -583,21 +584,6 @@ class Trainer:
         }
 
 
-def decision_cost_summary(costs: dict[str, dict[str, float]], cache: Any) -> dict[str, Any]:
-    """Per phase, what a menu decision cost in this process: prompt tokens, tokens computed
-    and CPU-s per decision (a phase's CPU-s include its env steps and updates; with
-    ``eval.workers: 2`` a helper's decisions and CPU are not in them), and the prompt
-    cache's state (``prompt_cache.mode: blocks``; this session's counters)."""
-    phases = {}
-    for name, row in costs.items():
-        n = max(1.0, row["decisions"])
-        phases[name] = {"decisions": int(row["decisions"]),
-                        "prompt_tokens_per_decision": row["prompt_tokens"] / n,
-                        "computed_tokens_per_decision": row["computed_tokens"] / n,
-                        "cpu_s_per_decision": row["cpu_s"] / n}
-    return {"phases": phases, "prompt_cache": None if cache is None else cache.describe()}
-
-
 def _precision(policy: Any) -> dict[str, Any]:
     """What ``model.trunk_dtype`` resolved to on this machine: whether the CPU has native
     bf16, and the dtype and number of the decoder layers cast (``None``: all fp32)."""
@@ -625,38 +611,6 @@ class _QuietLogger:
         pass
 
 
-def paired_comparisons(stages: dict[str, dict[str, dict[str, Any]]]
-                       ) -> dict[str, dict[str, Any]]:
-    """Per split, each later stage minus each earlier one (``final - warm_start_only``,
-    ...), paired on the same episodes (:func:`deciplane.stats.paired_difference`, 95%);
-    only stages that played the same ``episode_seeds`` are paired."""
-    out: dict[str, dict[str, Any]] = {}
-    names = [k for k, v in stages.items() if v]
-    splits = sorted({s for v in stages.values() for s in v})
-    for split in splits:
-        for j, a in enumerate(names):
-            for b in names[:j]:
-                ea, eb = stages[a].get(split), stages[b].get(split)
-                if not ea or not eb or "episode_wins" not in ea or "episode_wins" not in eb:
-                    continue
-                if ea.get("episode_seeds") != eb.get("episode_seeds") or not ea["episode_wins"]:
-                    continue
-                cmp = paired_difference([bool(x) for x in ea["episode_wins"]],
-                                        [bool(x) for x in eb["episode_wins"]])
-                out.setdefault(split, {})[f"{a} - {b}"] = cmp.to_dict()
-    return out
-
-
-def time_breakdown(phases: dict[str, float], wall_s: float) -> dict[str, Any]:
-    """Seconds per phase, their sum's remainder as ``other`` (logging, set-up), and each
-    phase's share of the wall time."""
-    known = sum(phases.values())
-    out = {k: round(v, 3) for k, v in phases.items()}
-    out["other"] = round(max(0.0, wall_s - known), 3)
-    share = {k: round(v / wall_s, 4) if wall_s > 0 else 0.0 for k, v in out.items()}
-    return {"phases_s": out, "share_of_wall": share, "wall_s": round(wall_s, 3)}
-
-
 def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:
     return {f"eval/{s}/{k}": v for s, m in evals.items() for k, v in m.items()
             if isinstance(v, (int, float))}
@@ -674,15 +628,7 @@ def _fmt(m: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def ensure_unused_run_dir(run_dir: Path) -> None:
-    """A fresh run must not append to an old run's metrics/checkpoints (mixed curves)."""
-    if (run_dir / METRICS_FILE).exists() or ckpt.latest_checkpoint(run_dir) is not None:
-        raise CheckpointError(f"{run_dir} already holds a run; pass --resume to continue it, "
-                              "or choose another --run-dir")
-
-
 __getattr__ = renamed_names(__name__)
 
 
-__all__ = ["Algorithm", "Objectives", "RolloutBatch", "Trainer", "combine_gradients",
-           "ensure_unused_run_dir", "paired_comparisons", "time_breakdown"]
+__all__ = ["Algorithm", "Objectives", "RolloutBatch", "Trainer", "combine_gradients"]

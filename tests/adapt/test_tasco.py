@@ -9,7 +9,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from deciplane.adapt.runner import accuracy_interval, paired_vs
+from deciplane.adapt.runner import accuracy_interval
+from deciplane.engine.compare import paired_vs
 from deciplane.adapt.tasco import (TASCO, PrefixModel, TASCOConfig, best_of_n_index,
                                    forward_token_equivalents, instability, prefix_cache,
                                    weights_sha256)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deciplane.engine.episodes import episodes_of, summarize_episodes
-from deciplane.trainers.baseline_cache import cut_evaluation, weights_fingerprint
+from deciplane.engine.baselines import cut_evaluation, weights_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 needs_java = pytest.mark.skipif(shutil.which("java") is None,

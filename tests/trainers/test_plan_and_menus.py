@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from deciplane.engine.compare import paired_comparisons
+from deciplane.engine.plan import (continue_epochs, eval_cut_reason, eval_episodes_that_fit,
+                                   eval_share_of, room_for_iteration, time_breakdown)
 from deciplane.trainers.config import EnvConfig
 from deciplane.trainers.env_suite import EnvSuite, with_menu_defaults
-from deciplane.trainers.time_budget import (continue_epochs, eval_cut_reason,
-                                            eval_episodes_that_fit, eval_share_of,
-                                            room_for_iteration)
-from deciplane.trainers.trainer import paired_comparisons, time_breakdown
 
 REPO = Path(__file__).resolve().parents[2]
 TWX = "deciplane/TextWorldExpress-v0"

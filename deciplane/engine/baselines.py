@@ -1,6 +1,18 @@
-"""Baseline evaluations kept across runs (``eval.cache_baselines``).
+"""Baselines kept across runs: one store (:class:`BaselineStore`), two kinds of key.
 
-A run's zero-shot baselines — RLiD's labels readout on the untrained model, and the
+A baseline — what the untrained model does — costs the same in every run that shares
+what it depends on, so it is kept in a folder of JSON files, one per key, written
+atomically (a run killed while writing leaves the old file or none; an unreadable file is
+computed again):
+
+* a training run's zero-shot evaluations (``eval.cache_baselines``), keyed by
+  :func:`baseline_key`, in ``$DECIPLANE_HOME/baselines/KEY.json`` (below);
+* an adaptation run's baseline *answers* (greedy, majority vote: model outputs, never
+  gold), keyed by the model, the data and the generation settings
+  (:mod:`deciplane.adapt.runner`), in ``RUN_DIR/baselines/baselines-NAME-KEY.json`` or
+  the folder ``--baseline-cache`` names.
+
+A training run's zero-shot baselines — RLiD's labels readout on the untrained model, and the
 untrained policy itself (``before``) — cost the same in every run of a config: the
 demo's labels pass alone is ~350 s of a 28-minute run. They depend only on what the key
 below holds, so a second run reads them from ``$DECIPLANE_HOME/baselines/`` instead:
@@ -25,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -100,26 +113,43 @@ def baseline_key(kind: str, agent: Any, weights: str, env: dict[str, Any],
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+@dataclass(frozen=True)
+class BaselineStore:
+    """A folder of baselines, ``FOLDER/KEY.json`` each (the folder is made on the first
+    write)."""
+
+    folder: Path
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        """The stored entry, or None when there is none (or it is torn or not a dict)."""
+        f = Path(self.folder) / f"{key}.json"
+        if not f.is_file():
+            return None
+        try:
+            entry = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):   # a torn or foreign file: recompute
+            return None
+        return entry if isinstance(entry, dict) else None
+
+    def store(self, key: str, entry: dict[str, Any]) -> None:
+        atomic_write_json(Path(self.folder) / f"{key}.json", entry)
+
+
 def cache_dir() -> Path:
+    """The training runs' store: ``$DECIPLANE_HOME/baselines``."""
     return deciplane_home() / "baselines"
 
 
 def load_baseline(key: str) -> dict[str, Any] | None:
     """The cached entry ``{"result", "s_per_episode", ...}`` or None."""
-    f = cache_dir() / f"{key}.json"
-    if not f.is_file():
-        return None
-    try:
-        entry = json.loads(f.read_text())
-    except (OSError, json.JSONDecodeError):   # a torn or foreign file: recompute
-        return None
-    return entry if isinstance(entry, dict) and "result" in entry else None
+    entry = BaselineStore(cache_dir()).load(key)
+    return entry if entry is not None and "result" in entry else None
 
 
 def store_baseline(key: str, result: dict[str, Any], wall_s: float, **meta: Any) -> None:
     n = max(1, int(result.get("episodes", 0) or 0))
-    atomic_write_json(cache_dir() / f"{key}.json",
-                      {"result": result, "s_per_episode": wall_s / n, "wall_s": wall_s, **meta})
+    BaselineStore(cache_dir()).store(
+        key, {"result": result, "s_per_episode": wall_s / n, "wall_s": wall_s, **meta})
 
 
 def cut_evaluation(result: dict[str, Any], n: int) -> dict[str, Any]:
@@ -130,6 +160,5 @@ def cut_evaluation(result: dict[str, Any], n: int) -> dict[str, Any]:
                               result.get("split_fingerprint"))
 
 
-__all__ = ["agent_fingerprint", "baseline_key", "code_fingerprint", "cut_evaluation",
-           "load_baseline", "store_baseline",
-           "weights_fingerprint"]
+__all__ = ["BaselineStore", "agent_fingerprint", "baseline_key", "cache_dir", "code_fingerprint",
+           "cut_evaluation", "load_baseline", "store_baseline", "weights_fingerprint"]

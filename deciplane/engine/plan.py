@@ -1,7 +1,7 @@
-"""Planning a run's wall time: ``max_wall_time_s`` covers the whole run.
+"""Planning a run's wall time (``max_wall_time_s`` covers the whole run), and its account.
 
 Pure functions of measured times (no clocks here), used by the
-:class:`~deciplane.trainers.trainer.Trainer`:
+:class:`~deciplane.trainers.trainer.Trainer` (a run loop of any method may use them):
 
 * :func:`eval_episodes_that_fit` — once :data:`PLAN_AFTER_EPISODES` episodes of the first
   held-out evaluation have been timed, how many episodes every evaluation of the run (before training, after
@@ -16,12 +16,16 @@ Pure functions of measured times (no clocks here), used by the
   runs);
 * :func:`room_for_iteration` — whether another RL iteration fits before the budget ends,
   with the final evaluation's time kept in reserve (the first iteration runs whenever the
-  reserve still fits: the warm-start checkpoint already holds the weights).
+  reserve still fits: the warm-start checkpoint already holds the weights);
+* :func:`time_breakdown` and :func:`decision_cost_summary` — where the time went: seconds
+  per phase of the run, and what one decision cost in each phase (``summary.json``
+  ``time`` and ``decision_cost``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 PLAN_AFTER_EPISODES = 8
 """The evaluations' share is planned once this many episodes of the first evaluation are
@@ -73,5 +77,30 @@ def room_for_iteration(elapsed_s: float, budget_s: float | None, iteration_s: fl
     return elapsed_s + (iteration_s or 0.0) + reserve_s <= budget_s
 
 
-__all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "eval_cut_reason", "eval_episodes_that_fit",
-           "eval_share_of", "room_for_iteration"]
+def time_breakdown(phases: dict[str, float], wall_s: float) -> dict[str, Any]:
+    """Seconds per phase, their sum's remainder as ``other`` (logging, set-up), and each
+    phase's share of the wall time."""
+    known = sum(phases.values())
+    out = {k: round(v, 3) for k, v in phases.items()}
+    out["other"] = round(max(0.0, wall_s - known), 3)
+    share = {k: round(v / wall_s, 4) if wall_s > 0 else 0.0 for k, v in out.items()}
+    return {"phases_s": out, "share_of_wall": share, "wall_s": round(wall_s, 3)}
+
+
+def decision_cost_summary(costs: dict[str, dict[str, float]], cache: Any) -> dict[str, Any]:
+    """Per phase, what a menu decision cost in this process: prompt tokens, tokens computed
+    and CPU-s per decision (a phase's CPU-s include its env steps and updates; with
+    ``eval.workers: 2`` a helper's decisions and CPU are not in them), and the prompt
+    cache's state (``prompt_cache.mode: blocks``; this session's counters)."""
+    phases = {}
+    for name, row in costs.items():
+        n = max(1.0, row["decisions"])
+        phases[name] = {"decisions": int(row["decisions"]),
+                        "prompt_tokens_per_decision": row["prompt_tokens"] / n,
+                        "computed_tokens_per_decision": row["computed_tokens"] / n,
+                        "cpu_s_per_decision": row["cpu_s"] / n}
+    return {"phases": phases, "prompt_cache": None if cache is None else cache.describe()}
+
+
+__all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "decision_cost_summary", "eval_cut_reason",
+           "eval_episodes_that_fit", "eval_share_of", "room_for_iteration", "time_breakdown"]
