@@ -116,7 +116,7 @@ def _command(spec: Any):
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
              baseline_cache, device, benchmark_args, resume)
 
-    plugin = f" [plug-in from {spec.distribution}]" if spec.plugin else ""
+    plugin = f" (plug-in from {spec.distribution})" if spec.plugin else ""
     cmd.__doc__ = f"{spec.summary}{plugin}"
     return cmd
 
