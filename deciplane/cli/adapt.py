@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from deciplane.methods import MethodSpec
 
 console = Console()
 
@@ -93,9 +95,8 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
     console.print(f"wrote {summary['run_dir']}/summary.json", highlight=False)
 
 
-def _command(spec: Any):
-    """The command of one adapt method (:class:`deciplane.methods.MethodSpec`); its help
-    is the method's summary."""
+def _command(spec: MethodSpec):
+    """The command of one adapt method; its help is the method's summary."""
     method = spec.name
 
     def cmd(
