@@ -61,9 +61,9 @@ def code_digest() -> str:
 
 def default_config(method: str) -> dict:
     """The adapter's default options as its summary records them (``config``)."""
-    from deciplane.adapt.runner import ADAPTERS
+    from deciplane.methods import get, load_config_class
 
-    cls = ADAPTERS[method].Config
+    cls = load_config_class(get(method, "adapt"))
     return json.loads(json.dumps(dataclasses.asdict(cls()), default=str))
 
 
@@ -72,13 +72,13 @@ def is_default_config(method: str, config: dict | None) -> bool:
     included) as the adapter's defaults today."""
     import warnings
 
-    from deciplane.adapt.runner import ADAPTERS
     from deciplane.config import from_dict
     from deciplane.errors import ConfigError
+    from deciplane.methods import get, load_config_class
 
     if not isinstance(config, dict):
         return False
-    cls = ADAPTERS[method].Config
+    cls = load_config_class(get(method, "adapt"))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)   # old names, as recorded

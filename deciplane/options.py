@@ -10,7 +10,8 @@
 
     check_options(MyConfig(lr=0), "MyConfig.")   # ConfigError: MyConfig.lr = 0 must be > 0
 
-Rules that relate two fields stay in the config's own check. This module imports only the
+Every learning rate is declared with :func:`learning_rate` (one rule: ``> 0``). Rules
+that relate two fields stay in the config's own check. This module imports only the
 standard library and :mod:`deciplane.errors` (every layer, objectives included, uses it).
 """
 
@@ -67,6 +68,14 @@ def option(default: Any = dataclasses.MISSING, *, default_factory: Any = datacla
                              metadata={"range": Range(ge, gt, le, lt)})
 
 
+def learning_rate(default: float | None) -> Any:
+    """A learning-rate field; the one rule of every method: ``> 0``, checked when the
+    config is built, before any model loads (AdamW at 0 would cost every forward and
+    backward of a run and move no weight; a part that must not train is frozen, not given
+    lr 0). ``None`` (where the type allows it) means "the run's main lr"."""
+    return option(default, gt=0)
+
+
 @functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -105,4 +114,4 @@ def check_options(obj: Any, label: str = "") -> None:
             raise ConfigError(f"{label}{f.name} = {v} must be {rng.text()}{null}")
 
 
-__all__ = ["Range", "check_options", "option"]
+__all__ = ["Range", "check_options", "learning_rate", "option"]

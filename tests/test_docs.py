@@ -19,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-API_PACKAGES = ["deciplane", "envs", "agents", "trainers", "adapt", "objectives", "evaluation",
-                "engine", "interop"]
+API_PACKAGES = ["deciplane", "envs", "agents", "trainers", "adapt", "methods", "objectives",
+                "evaluation", "engine", "interop"]
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 

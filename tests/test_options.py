@@ -11,18 +11,19 @@ from typing import Literal
 
 import pytest
 
-from deciplane.adapt.runner import ADAPTERS
 from deciplane.engine.grpo import GRPOConfig
 from deciplane.errors import ConfigError
 from deciplane.objectives import (AdvantageConfig, CORDLossConfig, ERPOLossConfig,
                                   PolicyLossConfig, RLiDLossConfig, TASCOLossConfig,
                                   TLMDRELossConfig, TTPOLossConfig)
+from deciplane.methods import load_config_class, names
+from deciplane.methods import get as get_method
 from deciplane.options import Range, check_options, option
 from deciplane.trainers.config import load_config
 
 LOSS_CONFIGS = [AdvantageConfig, CORDLossConfig, ERPOLossConfig, PolicyLossConfig,
                 RLiDLossConfig, TASCOLossConfig, TLMDRELossConfig, TTPOLossConfig]
-ADAPTER_CONFIGS = [cls.Config for cls in ADAPTERS.values()] + [GRPOConfig]
+ADAPTER_CONFIGS = [load_config_class(get_method(n)) for n in names("adapt")] + [GRPOConfig]
 
 
 @dataclass
@@ -86,7 +87,7 @@ def test_every_literal_field_is_checked_on_construction(cls):
 
 
 @pytest.mark.parametrize("key,value,message", [
-    ("optim.lr", -1, "optim.lr = -1.0 must be >= 0"),
+    ("optim.lr", 0, "optim.lr = 0.0 must be > 0"),
     ("env.group_size", 0, "env.group_size = 0 must be > 0"),
     ("rlid.beta_menu", -1, "beta_menu = -1.0 must be >= 0"),
     ("tlm_dre.tau", 0, "tau = 0.0 must be > 0"),

@@ -31,7 +31,7 @@ import torch
 
 from deciplane.adapt.guard import CollapseGuard, step_signals
 from deciplane.errors import ConfigError
-from deciplane.options import check_options, option
+from deciplane.options import check_options, learning_rate, option
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
 from deciplane.types import UnlabeledTask
@@ -87,7 +87,7 @@ class AdaptConfig:
     """Precision of the frozen weights: `bfloat16` runs every frozen linear layer (LoRA's base weights, or the whole model under TASCO's prefix) in bf16 weights with fp32 inputs and outputs; trainable weights, the embedding, the output layer, norms and attention stay fp32. `auto`: bfloat16 where the CPU has native bf16 (`deciplane doctor`), else float32. Baselines are answered by the same model. Nothing is frozen under finetune=full: it stays fp32. Default float32: with bf16 TTRL matched fp32 on products-1d (0.817 vs 0.820, 3 seeds) but TTPO fell (0.523 vs 0.733; one seed collapsed), benchmarks/results/tta_table_bf16.md."""
     compute_dtype: Literal["float32", "bfloat16"] = "float32"
     """Precision of the matmuls of layers still in fp32 weights (finetune=full; with trunk_dtype=float32 also LoRA's): `bfloat16` runs each decoder layer under torch.autocast (fp32 master weights, bf16 matmuls in sampling, the forward and the backward; logits stay fp32). Only on a CPU with native bf16 or a GPU."""
-    lr: float = option(1e-4, gt=0)
+    lr: float = learning_rate(1e-4)
     """AdamW learning rate."""
     weight_decay: float = option(0.0, ge=0)
     """AdamW weight decay."""

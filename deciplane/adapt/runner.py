@@ -28,21 +28,19 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, remove_saved_state
-from deciplane.adapt.probe_erpo import ProbeERPO
-from deciplane.adapt.tasco import TASCO, equal_compute_baselines, forward_token_equivalents
-from deciplane.adapt.ttpo import TTPO
-from deciplane.adapt.ttrl import TTRL
+from deciplane.adapt.tasco import equal_compute_baselines, forward_token_equivalents
 from deciplane.errors import ConfigError
 from deciplane.engine.baselines import BaselineStore
 from deciplane.engine.budget import Budget
 from deciplane.engine.compare import paired_vs
 from deciplane.engine.generation import generate_texts, generation_progress
 from deciplane.engine.rundir import changed_on_resume
+from deciplane.methods import MethodTable, get, load_config_class, load_target
 from deciplane.utils import atomic_write_json, resolve_device, seed_everything
 
-ADAPTERS: dict[str, type[BaseAdapter]] = {"ttrl": TTRL, "ttpo": TTPO, "tasco": TASCO,
-                                          "probe-erpo": ProbeERPO}
-"""Method name -> adapter class (its ``Config`` is the config dataclass)."""
+ADAPTERS = MethodTable("adapt", load_target)
+"""Method name -> adapter class: a read-only view of :mod:`deciplane.methods` (the
+registry; new code calls ``load_target(get(name, "adapt"))``)."""
 
 DEFAULT_MODEL = "deciplane/smollm2-135m-instruct"
 DEFAULT_BENCHMARK = "products-1d"
@@ -56,9 +54,7 @@ def build_config(method: str, overrides: Sequence[str] = (), seed: int | None = 
     from deciplane.config import (deep_merge, from_dict, parse_override, read_old_names,
                                   set_dotted)
 
-    if method not in ADAPTERS:
-        raise ConfigError(f"unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")
-    cls = ADAPTERS[method].Config
+    cls = load_config_class(get(method, "adapt"))
     raw: dict[str, Any] = {}
     paper = False
     for item in overrides:
@@ -226,8 +222,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     try:
         policy = load_policy(args["model"], device=device,
                              seed=args["seed"] if args["model"] == "deciplane/tiny" else 0)
-        adapter = ADAPTERS[args["method"]](policy, config,
-                                           progress=lambda s, n, m: report("adapt", s, n, m))
+        adapter = load_target(get(args["method"], "adapt"))(
+            policy, config, progress=lambda s, n, m: report("adapt", s, n, m))
         _start_run_dir(run_dir, args, resume)
         run = _Run(args["method"], args["benchmark"], args["split"], args["model"], args["seed"],
                    args["limit"], config, tasks, policy, adapter,

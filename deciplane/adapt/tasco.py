@@ -51,7 +51,7 @@ from torch import nn
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
-from deciplane.options import option
+from deciplane.options import learning_rate, option
 from deciplane.objectives.tasco import (TASCOLossConfig, mean_entropy, random_perturbation,
                                         sam_perturbation, tasco_loss)
 from deciplane.engine.budget import Budget
@@ -174,7 +174,7 @@ class TASCOConfig(AdaptConfig):
     """The TASCO loss, used as it is: mu, the weight of the instability KL (0 = confidence only: entropy minimisation, no perturbed forwards); perturbation, `random` (Gaussian noise on the prefix with std sigma, averaged over n_draws) or `sam` (one worst-case step of radius rho, global L2 norm over the prefix, along the normalised entropy gradient). Defaults ours: mu 1.0, random, sigma 0.05, n_draws 2, rho 0.5. 0.2's mu, perturbation, sigma, n_draws, rho still load, with a warning."""
     samples: int = option(2, ge=1)
     """Answers sampled per prompt per step to define the answer positions."""
-    lr: float = 1e-2
+    lr: float = learning_rate(1e-2)
     """AdamW learning rate of the prefix."""
     finetune: Literal["lora", "full"] = "lora"
     """Ignored by TASCO (the base model is frozen; only the prefix trains)."""

@@ -29,6 +29,18 @@ def envs_cmd() -> None:
         print(f"{env_id}  {desc}")
 
 
+@app.command("methods")
+def methods_cmd() -> None:
+    """List every method (built-in and plug-ins): name, kind, paper, what is ours, summary."""
+    from deciplane.methods import available
+
+    for spec in available().values():
+        source = f", plug-in from {spec.distribution}" if spec.plugin else ""
+        print(f"{spec.name}  ({spec.kind}{source})  {spec.summary}")
+        print(f"    paper: {spec.paper or '(none: ours)'}")
+        print(f"    ours: {spec.ours}")
+
+
 # ---- sections added by the individual features below --------------------------------
 
 # training: `deciplane train CONFIG.yaml`, `deciplane report RUN_DIR` (deciplane/cli/train.py)

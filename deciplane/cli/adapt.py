@@ -1,12 +1,13 @@
-"""``deciplane adapt ttrl|ttpo|tasco|probe-erpo``: test-time adaptation, then held-out scoring.
+"""``deciplane adapt METHOD``: test-time adaptation, then held-out scoring.
 
     deciplane adapt ttrl --benchmark products-1d --split test \\
         --model deciplane/smollm2-135m-instruct --set votes=8 --run-dir runs/ttrl --seed 0
 
-Options of the adapter go through ``--set key=value`` (repeatable; ``--set preset=paper``
-starts from the paper's values); ``deciplane adapt options ttrl`` lists them. Options of
-the benchmark's loader (e.g. an ``rg:<family>``'s difficulty) go through
-``--benchmark-arg KEY=VALUE``.
+One command per test-time adaptation method of :mod:`deciplane.methods` (``ttrl``,
+``ttpo``, ``tasco``, ``probe-erpo`` and those of installed plug-ins). Options of the
+adapter go through ``--set key=value`` (repeatable; ``--set preset=paper`` starts from the
+paper's values); ``deciplane adapt options ttrl`` lists them. Options of the benchmark's
+loader (e.g. an ``rg:<family>``'s difficulty) go through ``--benchmark-arg KEY=VALUE``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from deciplane.methods import MethodSpec
 
 console = Console()
 
@@ -92,7 +95,10 @@ def _run(method: str, benchmark: str, split: str, model: str, sets: list[str],
     console.print(f"wrote {summary['run_dir']}/summary.json", highlight=False)
 
 
-def _command(method: str):
+def _command(spec: MethodSpec):
+    """The command of one adapt method; its help is the method's summary."""
+    method = spec.name
+
     def cmd(
         benchmark: str = typer.Option("products-1d", help="Benchmark (`deciplane benchmarks` lists them); the default is calibrated so that the default model's majority vote carries a signal (docs/testtime_benchmarks.md)."),
         split: str = typer.Option("test", help="Split to adapt on and score."),
@@ -111,24 +117,34 @@ def _command(method: str):
         _run(method, benchmark, split, model, sets, run_dir, seed, limit, threads, no_baselines,
              baseline_cache, device, benchmark_args, resume)
 
-    cmd.__doc__ = {"ttrl": "TTRL: test-time RL with majority-vote rewards (docs/methods.md §5.1), then held-out scoring.",
-                   "ttpo": "TTPO: agree-branch self-distillation + disagree-branch RL (docs/methods.md §5.2), then held-out scoring.",
-                   "tasco": "TASCO: prefix-only adaptation of a frozen model (entropy + mu * instability; paper-inspired, parameters ours; docs/tasco.md), then held-out scoring.",
-                   "probe-erpo": "Probe-ERPO for code (easy-funcs, humaneval): negative updates for low probe-consensus programs, then hidden-test scoring (docs/code.md)."}[method]
+    plugin = f" (plug-in from {spec.distribution})" if spec.plugin else ""
+    cmd.__doc__ = f"{spec.summary}{plugin}"
     return cmd
 
 
-def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo, tasco or probe-erpo")) -> None:
-    """List an adapter's options (for --set), their defaults and the paper values."""
+def _options_command(choices: list[str]):
+    """``deciplane adapt options METHOD``, its argument's help naming ``choices``."""
+
+    def options_cmd(method: str = typer.Argument(..., help=", ".join(choices))) -> None:
+        """List an adapter's options (for --set), their defaults and the paper values."""
+        _print_options(method)
+
+    return options_cmd
+
+
+def _print_options(method: str) -> None:
     from dataclasses import fields, is_dataclass
 
-    from deciplane.adapt.runner import ADAPTERS
     from deciplane.config import field_docs
+    from deciplane.errors import ConfigError
+    from deciplane.methods import get, load_config_class
 
-    if method not in ADAPTERS:
-        console.print(f"[red]error:[/red] unknown adapter {method!r}; choose one of {', '.join(ADAPTERS)}")
-        raise typer.Exit(2)
-    cls = ADAPTERS[method].Config
+    try:
+        cls = load_config_class(get(method, "adapt"))
+    except ConfigError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    paper_values = getattr(cls, "PAPER", {})
     docs = field_docs(cls)
     default = cls()
     for f in fields(cls):
@@ -139,20 +155,22 @@ def options_cmd(method: str = typer.Argument(..., help="ttrl, ttpo, tasco or pro
             rows = [(f"{f.name}.{g.name}", getattr(value, g.name), inner.get(g.name, ""))
                     for g in fields(value)]
         for name, v, doc in rows:
-            paper = f"  [paper: {cls.PAPER[name]!r}]" if name in cls.PAPER else ""
+            paper = f"  [paper: {paper_values[name]!r}]" if name in paper_values else ""
             console.print(f"{name} = {v!r}{paper}\n    {doc}", highlight=False,
                           soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``adapt`` command group to the main CLI."""
+    """Add the ``adapt`` command group to the main CLI: one command per adapt method of the
+    registry, then ``options``."""
+    from deciplane.methods import available
+
     adapt_app = typer.Typer(no_args_is_help=True, add_completion=False,
                             help="Test-time adaptation on unlabeled prompts, then held-out scoring.")
-    adapt_app.command("ttrl")(_command("ttrl"))
-    adapt_app.command("ttpo")(_command("ttpo"))
-    adapt_app.command("tasco")(_command("tasco"))
-    adapt_app.command("probe-erpo")(_command("probe-erpo"))
-    adapt_app.command("options")(options_cmd)
+    specs = [spec for spec in available().values() if spec.kind == "adapt"]
+    for spec in specs:
+        adapt_app.command(spec.name)(_command(spec))
+    adapt_app.command("options")(_options_command([spec.name for spec in specs]))
     app.add_typer(adapt_app, name="adapt")
 
 

@@ -281,7 +281,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
 
     config = run_eval.read_run_config(run_dir)
     split = split or "test"
-    if config.algorithm in run_eval.BENCHMARK_ALGORITHMS:
+    if run_eval.evaluates_on(config) == "benchmark":
         if episodes is not None or games is not None or env_option:
             raise ConfigError(f"{run_dir} is a single-turn ({config.algorithm}) run: it answers "
                               "a benchmark; use --benchmark NAME --limit N instead of "

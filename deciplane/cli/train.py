@@ -19,7 +19,9 @@ def train_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from its "
                                                         "last checkpoint (exact resume)."),
     help_config: bool = typer.Option(False, "--help-config", help="List every option of the "
-                                                                  "config's algorithm and exit."),
+                                                                  "config's algorithm (of every "
+                                                                  "training method without a "
+                                                                  "config) and exit."),
 ) -> None:
     """RL training from a YAML config: progress bar, TensorBoard logs, checkpoints, summary.json."""
     from rich.console import Console
@@ -55,9 +57,11 @@ def _print_options(config: Optional[Path], overrides: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from deciplane.trainers.config import CONFIGS, describe_config, load_config
+    from deciplane.methods import available, load_config_class
+    from deciplane.trainers.config import describe_config, load_config
 
-    classes = [type(load_config(config, overrides))] if config else list(CONFIGS.values())
+    classes = [type(load_config(config, overrides))] if config else [
+        load_config_class(spec) for spec in available().values() if spec.kind == "train"]
     for cls in classes:
         table = Table("option", "type", "default", "meaning", title=cls.__name__)
         for row in describe_config(cls):
@@ -85,7 +89,17 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory of `dec
     print(f"wrote {md}")
 
 
+def train_help() -> str:
+    """``deciplane train --help``: the command's doc and the training methods of the
+    registry (plug-ins included)."""
+    from deciplane.methods import names
+
+    return (f"{train_cmd.__doc__}\n\nMethods (`algorithm:` in the config): "
+            f"{', '.join(names('train'))}; `deciplane methods` describes them, --help-config "
+            "lists their options.")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``report`` to the main app."""
-    app.command("train")(train_cmd)
+    app.command("train", help=train_help())(train_cmd)
     app.command("report")(report_cmd)

@@ -111,12 +111,17 @@ class GRPOUpdate:
     ``policy`` is a :class:`~deciplane.agents.Policy`; the reference for the KL term is
     ``policy.reference()`` (LoRA adapters off, or a frozen copy of the initial weights).
     ``optimizer`` is an :class:`~deciplane.engine.optim.Optimizer` (a trainer passes its
-    own, which it checkpoints); without one, a fresh AdamW at ``lr``.
+    own, which it checkpoints); without one, a fresh AdamW at ``lr``, the caller's
+    config's learning rate (there is no default here: one rule for ``lr``, declared and
+    checked by the method's config, :func:`deciplane.options.learning_rate`).
     """
 
     def __init__(self, policy, config: GRPOConfig, *, budget: Budget | None = None,
-                 optimizer: Optimizer | None = None, lr: float = 1e-5,
+                 optimizer: Optimizer | None = None, lr: float | None = None,
                  weight_decay: float = 0.0):
+        if (optimizer is None) == (lr is None):
+            raise ConfigError("GRPOUpdate takes either the caller's optimizer or its config's "
+                              "learning rate (lr=config.lr), not both or neither")
         self.policy = policy
         self.cfg = config
         self.budget = budget if budget is not None else Budget()

@@ -9,6 +9,7 @@ from typing import Any
 
 from deciplane.errors import DeciplaneError
 from deciplane.engine.logger import read_metrics
+from deciplane.methods import get as get_method
 
 # figure name -> metric-name prefixes it shows
 _FIGURES = {
@@ -383,7 +384,7 @@ def run_baselines(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     cache_path = run_dir / BASELINES_FILE
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     config = read_run_config(run_dir)
-    if config.algorithm not in ("rlid_ppo", "text_ppo"):
+    if get_method(config.algorithm, "train").evaluates_on != "env":
         return {}
     out: dict[str, dict[str, Any]] = {}
     for split, m in (summary.get("eval") or {}).items():

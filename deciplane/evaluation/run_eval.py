@@ -8,7 +8,8 @@ the ``"trainable"`` entry of ``state.pt`` is read: the optimizer, RNG states and
 trainable modules outside the policy (e.g. a value head) are left alone, so checkpoints
 that carry more state still load.
 
-Two ways to score it:
+Two ways to score it, as the run's method says (``evaluates_on`` and ``greedy`` of its
+:class:`~deciplane.methods.MethodSpec`):
 
 * :func:`evaluate_run` — environment runs (``rlid_ppo``: the menu agent, ``text_ppo``: the
   free-text agent), rebuilt with the run's agent settings (history, style, tokens) and
@@ -31,11 +32,21 @@ from typing import Any
 
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
+from deciplane.methods import get, load_greedy
 from deciplane.utils import resolve_device
 
 CONFIG_FILE = "config.yaml"
-ENV_ALGORITHMS = ("rlid_ppo", "text_ppo")
-BENCHMARK_ALGORITHMS = ("math_grpo",)
+
+
+def evaluates_on(config: Any) -> str:
+    """What a run is scored on after training, as its method says: ``env`` or
+    ``benchmark``; a ConfigError for a method that names neither."""
+    spec = get(config.algorithm, "train")
+    if spec.evaluates_on is None:
+        raise ConfigError(f"method {spec.name!r} (from {spec.distribution}) names no "
+                          "evaluation (MethodSpec.evaluates_on): its runs are scored only "
+                          "by their own summary.json")
+    return spec.evaluates_on
 
 
 @dataclass
@@ -176,20 +187,20 @@ def load_trained_policy(run_dir: str | Path, checkpoint: str = "latest",
 
 
 def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
-    """The greedy evaluation agent the run trained (menu agent for ``rlid_ppo``, free-text
-    agent for ``text_ppo``) with the run's prompt settings, behind ``act_batch``."""
+    """The greedy evaluation agent the run trained (its method's ``greedy``: the menu agent
+    of ``rlid_ppo``, the free-text agent of ``text_ppo``) with the run's prompt settings,
+    behind ``act_batch``."""
+    from deciplane.agents.text import TextAgent
     from deciplane.evaluation.agents import MenuEvalAgent, TextEvalAgent
-    from deciplane.trainers import rlid_ppo, text_ppo
 
     c = trained.config
-    if c.algorithm == "rlid_ppo":
-        return MenuEvalAgent(rlid_ppo.greedy_agent(c, trained.policy), seed=seed,
-                             name=f"menu[{c.model.name}]")
-    if c.algorithm == "text_ppo":
-        return TextEvalAgent(text_ppo.greedy_agent(c, trained.policy), seed=seed,
-                             name=f"text-{c.style}[{c.model.name}]")
-    raise ConfigError(f"run {trained.run_dir} trained {c.algorithm!r}, not an environment "
-                      f"agent ({', '.join(ENV_ALGORITHMS)}); score it with --benchmark NAME")
+    if evaluates_on(c) != "env":
+        raise ConfigError(f"run {trained.run_dir} trained {c.algorithm!r}, not an "
+                          "environment agent; score it with --benchmark NAME")
+    agent = load_greedy(get(c.algorithm))(c, trained.policy)
+    if isinstance(agent, TextAgent):
+        return TextEvalAgent(agent, seed=seed, name=f"text-{agent.style}[{c.model.name}]")
+    return MenuEvalAgent(agent, seed=seed, name=f"menu[{c.model.name}]")
 
 
 def run_env_kwargs(config: Any, split: str | None,
@@ -227,7 +238,7 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
     from deciplane.evaluation.evaluate import evaluate_agent
 
     config = read_run_config(run_dir) if trained is None else trained.config
-    if config.algorithm not in ENV_ALGORITHMS:
+    if evaluates_on(config) != "env":
         raise ConfigError(f"{run_dir} is a single-turn run ({config.algorithm}), not an "
                           f"environment run; score it with `deciplane evaluate {run_dir} "
                           f"--benchmark {getattr(config, 'benchmark', 'NAME')}`")
@@ -283,10 +294,9 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
     on): greedy answers with the run's prompt and ``eval_max_new_tokens``, the first
     ``limit`` tasks of ``split`` (default all), gold only in the held-out scorer."""
     from deciplane.envs import load_benchmark
-    from deciplane.trainers.math_grpo import greedy_answers
 
     config = read_run_config(run_dir) if trained is None else trained.config
-    if config.algorithm not in BENCHMARK_ALGORITHMS:
+    if evaluates_on(config) != "benchmark":
         raise ConfigError(f"{run_dir} is an environment run ({config.algorithm} on "
                           f"{config.env.id}), not a benchmark run; drop --benchmark to evaluate "
                           f"it on its environment (`deciplane evaluate {run_dir} --split "
@@ -300,8 +310,8 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
         if trained is None:
             trained = load_trained_policy(run_dir, checkpoint, threads=threads,
                                       trunk_dtype=trunk_dtype, device=device)
-        texts = greedy_answers(trained.policy, [t.prompt for t in tasks],
-                               config.eval_max_new_tokens)
+        texts = load_greedy(get(config.algorithm))(trained.policy, [t.prompt for t in tasks],
+                                                   config.eval_max_new_tokens)
         answers = {t.id: a for t, a in zip(tasks, texts)}
         report = scorer.score(answers)
     finally:

@@ -5,8 +5,8 @@ Every option is a typed field with a docstring right below it (read by
 set of values are ``Literal`` types; an unknown value raises
 :class:`~deciplane.errors.ConfigError` that lists the allowed ones.
 
-YAML layout: a top-level ``algorithm:`` selects the dataclass; the other keys mirror its
-fields, nested sections included::
+YAML layout: a top-level ``algorithm:`` selects the dataclass (a training method of
+:mod:`deciplane.methods`); the other keys mirror its fields, nested sections included::
 
     algorithm: rlid_ppo
     model: {name: deciplane/smollm2-135m-instruct, finetune: lora}
@@ -29,7 +29,9 @@ from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
 from deciplane.errors import ConfigError
-from deciplane.options import check_options, option
+from deciplane.methods import MethodTable, load_config_class
+from deciplane.methods import get as get_method
+from deciplane.options import check_options, learning_rate, option
 from deciplane.objectives.policy_loss import PolicyLossConfig
 from deciplane.objectives.rlid import RLiDLossConfig
 from deciplane.objectives.tlm_dre import TLMDRELossConfig
@@ -87,7 +89,7 @@ class EnvConfig:
 class OptimConfig:
     """Optimizer and update schedule."""
 
-    lr: float = option(2e-4, ge=0)
+    lr: float = learning_rate(2e-4)
     """AdamW learning rate."""
     weight_decay: float = option(0.0, ge=0)
     """AdamW weight decay."""
@@ -209,7 +211,7 @@ class BCConfig:
     """Expert episodes collected for the warm start (0 = no warm start)."""
     epochs: int = option(2, gt=0)
     """Passes over the expert decisions."""
-    lr: float = option(2e-4, ge=0)
+    lr: float = learning_rate(2e-4)
     """Learning rate of the warm start."""
     valid_fraction: float = 0.0
     """Share of the expert episodes held out (whole episodes) to stop the warm start early: after each epoch the menu agent's mean negative log-likelihood of the expert's choices on them is measured; training stops once it has not improved for `patience` epochs and the best weights are kept (`epochs` is then the most it may run). 0 = no held-out slice, all `epochs` run."""
@@ -339,7 +341,7 @@ class RLiDPPOConfig(TrainConfig):
     """advantage=gae: weight of the value loss added to the policy loss."""
     value_clip: float | None = 0.2
     """advantage=gae: clipped value loss, the value may move at most this far from its rollout estimate per update (null = plain squared error)."""
-    value_lr: float | None = None
+    value_lr: float | None = learning_rate(None)
     """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr); an Adam step moves V by up to ~0.6-0.8 x value_lr x hidden size (the head reads RMS-normalised features): 5e-4 suits SmolLM2 (hidden 576), ~5e-3 deciplane/tiny (64)."""
     value_detach_trunk: bool = False
     """advantage=gae: true = the value loss trains only the value head; false = its gradient also reaches the policy's trainable weights (shared trunk)."""
@@ -537,12 +539,9 @@ class MathGRPOConfig(TrainConfig):
                               "and text_ppo rollouts)")
 
 
-CONFIGS: dict[str, type[TrainConfig]] = {
-    "rlid_ppo": RLiDPPOConfig,
-    "text_ppo": TextPPOConfig,
-    "math_grpo": MathGRPOConfig,
-}
-"""algorithm name -> config dataclass."""
+CONFIGS = MethodTable("train", load_config_class)
+"""algorithm name -> config dataclass: a read-only view of :mod:`deciplane.methods` (the
+registry; new code calls ``load_config_class(get(name, "train"))``)."""
 
 # ---------------------------------------------------------------------------------------
 # Loading, overrides, validation
@@ -558,11 +557,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     for item in overrides or []:
         key, value = parse_override(item)
         set_dotted(raw, key, value)
-    algo = raw.get("algorithm")
-    if algo not in CONFIGS:
-        raise ConfigError(f"algorithm {algo!r} is not known; allowed: {', '.join(CONFIGS)} "
-                          "(set `algorithm:` in the YAML file)")
-    return from_dict(CONFIGS[algo], raw)
+    spec = get_method(str(raw.get("algorithm", "")), "train")   # before any model loads
+    return from_dict(load_config_class(spec), raw)
 
 
 def validate(obj: Any, prefix: str = "") -> None:
@@ -589,8 +585,6 @@ def _validate_gae(obj: "RLiDPPOConfig") -> None:
     if obj.value_clip is not None and obj.value_clip <= 0:
         raise ConfigError(f"value_clip = {obj.value_clip} must be > 0, or null for an "
                           "unclipped value loss")
-    if obj.value_lr is not None and obj.value_lr <= 0:
-        raise ConfigError(f"value_lr = {obj.value_lr} must be > 0, or null to use optim.lr")
 
 
 __all__ = ["CONFIGS", "load_config", "validate", "ModelConfig", "EnvConfig", "OptimConfig",

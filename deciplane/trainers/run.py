@@ -1,8 +1,8 @@
-"""Running a training config: the table of algorithms, the policy and the run directory.
+"""Running a training config: the policy, the algorithm and the run directory.
 
 ``run_training(config, run_dir)`` (what ``deciplane train`` calls) loads the model as
 ``config.model`` says (LoRA or full fine-tuning), builds the algorithm named by
-``config.algorithm`` from :data:`ALGORITHMS` and runs the
+``config.algorithm`` (a training method of :mod:`deciplane.methods`) and runs the
 :class:`~deciplane.trainers.trainer.Trainer`; ``resume=True`` continues the run
 directory's last checkpoint with the config saved there. Started by ``accelerate launch``
 or ``torchrun`` (``WORLD_SIZE > 1``), it trains data-parallel
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -24,12 +24,10 @@ from deciplane.engine.rundir import changed_on_resume, ensure_unused_run_dir
 from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine import checkpoint as ckpt
+from deciplane.methods import MethodTable, get, load_config_class, load_target
 from deciplane.trainers.algorithm import Algorithm
 from deciplane.trainers.config import TrainConfig, check_eval_workers, load_config, to_dict
 from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
-from deciplane.trainers.math_grpo import MathGRPO
-from deciplane.trainers.rlid_ppo import RLiDPPO
-from deciplane.trainers.text_ppo import TextPPO
 from deciplane.trainers.trainer import Trainer
 from deciplane.utils import flatten_dict, resolve_device, seed_everything
 
@@ -89,21 +87,15 @@ def lora_targets(policy: Any, targets: list[str] | None, last_layers: int | None
     return found
 
 
-ALGORITHMS: dict[str, Callable[[Any, Any], Algorithm]] = {
-    "rlid_ppo": RLiDPPO,
-    "text_ppo": TextPPO,
-    "math_grpo": MathGRPO,
-}
-"""algorithm name (``config.algorithm``) -> Algorithm class."""
+ALGORITHMS = MethodTable("train", load_target)
+"""algorithm name (``config.algorithm``) -> Algorithm class: a read-only view of
+:mod:`deciplane.methods` (the registry; new code calls ``load_target(get(name, "train"))``)."""
 
 
 def build_algorithm(config: TrainConfig, policy: Any) -> Algorithm:
     """The algorithm of ``config`` on ``policy``; with ``eval.workers`` > 1 its env suite
     gets the helper processes of its evaluations (:mod:`deciplane.trainers.eval_pool`)."""
-    if config.algorithm not in ALGORITHMS:
-        raise ConfigError(f"algorithm {config.algorithm!r} is not one of "
-                          f"{', '.join(sorted(ALGORITHMS))}")
-    algo = ALGORITHMS[config.algorithm](config, policy)
+    algo = load_target(get(config.algorithm, "train"))(config, policy)
     suite = getattr(algo, "suite", None)
     if suite is not None and hasattr(algo, "eval_spec"):
         suite.pool = start_eval_pool(config, eval_worker_main)
@@ -116,10 +108,10 @@ def eval_worker_main(conn: Any, config_data: dict[str, Any]) -> None:
     import traceback
 
     from deciplane.config import from_dict
-    from deciplane.trainers.config import CONFIGS
 
     try:
-        config = from_dict(CONFIGS[config_data["algorithm"]], config_data)
+        config = from_dict(load_config_class(get(config_data["algorithm"], "train")),
+                           config_data)
         config.model.threads = 1
         config.eval.workers = 1
         policy = build_policy(config)
