@@ -88,6 +88,9 @@ RENAMED: dict[str, str] = {
                  "RESUMABLE_CHANGES")},
     # 0.3 -- the RLiD-PPO trainer is named after its method
     "deciplane.trainers.rlid_ppo.MenuPPO": "deciplane.trainers.rlid_ppo.RLiDPPO",
+    # 0.3 -- gymnasium wrappers live with the envs (issue 49)
+    **{f"deciplane.trainers.env_suite.{n}": f"deciplane.envs.wrappers.{n}"
+       for n in ("GameSlotEnv", "DropNoneInfo", "task_slots")},
     # 0.2 -- deprecated without a replacement
     "deciplane.types.GroupBatch": "deciplane.types._GroupBatch",
     "deciplane.GroupBatch": "deciplane.types._GroupBatch",
