@@ -91,6 +91,14 @@ RENAMED: dict[str, str] = {
                  "RESUMABLE_CHANGES")},
     # 0.3 -- the RLiD-PPO trainer is named after its method
     "deciplane.trainers.rlid_ppo.MenuPPO": "deciplane.trainers.rlid_ppo.RLiDPPO",
+    # 0.3 -- gymnasium wrappers live with the envs (issue 49)
+    **{f"deciplane.trainers.env_suite.{n}": f"deciplane.envs.wrappers.{n}"
+       for n in ("GameSlotEnv", "DropNoneInfo", "task_slots")},
+    # 0.3 -- a package re-exports only its own layer and those below it (issue 49)
+    **{f"deciplane.agents.{n}": f"deciplane.evaluation.agents.{n}"
+       for n in ("MenuEvalAgent", "TextEvalAgent", "EVAL_AGENT_FACTORIES")},
+    "deciplane.trainers.write_report": "deciplane.evaluation.report.write_report",
+    "deciplane.envs.from_openenv": "deciplane.interop.openenv.from_openenv",
     # 0.2 -- deprecated without a replacement
     "deciplane.types.GroupBatch": "deciplane.types._GroupBatch",
     "deciplane.GroupBatch": "deciplane.types._GroupBatch",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import random
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 def deciplane_home() -> Path:
@@ -67,6 +68,20 @@ def fingerprint(items: dict[str, str]) -> str:
     """A short stable hash of a ``{name: file hash}`` manifest (order-independent)."""
     blob = json.dumps(sorted(items.items())).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def lazy_exports(package: str, table: dict[str, str]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a package whose public names load on first use (so that
+    importing it loads no torch, TextWorld or other heavy module): ``table`` maps each name
+    to the module that defines it. Packages keep it as ``_LAZY``, the form
+    ``tests/test_layering.py`` reads as the package's imports."""
+
+    def __getattr__(name: str) -> Any:
+        if name in table:
+            return getattr(importlib.import_module(table[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def flatten_dict(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -60,6 +60,10 @@ def test_a_package_entry_covers_its_submodules():
 def test_renamed_name_resolves_with_a_warning(old):
     module, _, name = old.rpartition(".")
     new_module, _, new_name = RENAMED[old].rpartition(".")
+    try:
+        importlib.import_module(new_module)
+    except ImportError as e:      # a new home behind an optional extra (deciplane[interop])
+        pytest.skip(str(e))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = getattr(importlib.import_module(module), name)

@@ -13,8 +13,8 @@ Names are imported lazily (torch and transformers load on first use), so that
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from deciplane._moved import renamed_names
+from deciplane.utils import lazy_exports
 
 _LAZY = {
     "load_policy": "deciplane.agents.loading",
@@ -30,16 +30,11 @@ _LAZY = {
     "normalise": "deciplane.agents.text",
     "LabelAlphabet": "deciplane.agents.labels",
     "compile_alphabet": "deciplane.agents.labels",
-    "MenuEvalAgent": "deciplane.evaluation.agents",
-    "TextEvalAgent": "deciplane.evaluation.agents",
-    "EVAL_AGENT_FACTORIES": "deciplane.evaluation.agents",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'deciplane.agents' has no attribute {name!r}")
+# the lazy names and the old ones (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__, lazy_exports(__name__, _LAZY))
 
 
 def __dir__() -> list[str]:

@@ -32,28 +32,39 @@ the CLI sit on top of it (``tests/test_layering.py``).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from deciplane.utils import lazy_exports
 
 _LAZY = {
-    "Budget": "budget",
-    "generate": "generation", "generate_texts": "generation", "sample_groups": "generation",
-    "generation_progress": "generation",
-    "ResponseForward": "logprobs", "backward": "logprobs", "forward_responses": "logprobs",
-    "pad_responses": "logprobs", "sequence_logprobs": "logprobs",
-    "CordRule": "optim", "MicroLoss": "optim", "Normaliser": "optim", "Optimizer": "optim",
-    "accumulate": "optim", "combine_gradients": "optim", "micro_batches": "optim",
-    "optimizer_step": "optim",
-    "GRPOConfig": "grpo", "GRPOUpdate": "grpo", "StepStats": "grpo",
-    "trunk_hidden": "trunk", "top_logits": "trunk", "first_trainable_layer": "trunk",
-    "check_trunk_frozen": "trunk", "decoder_of": "trunk",
+    "Budget": "deciplane.engine.budget",
+    "generate": "deciplane.engine.generation",
+    "generate_texts": "deciplane.engine.generation",
+    "sample_groups": "deciplane.engine.generation",
+    "generation_progress": "deciplane.engine.generation",
+    "ResponseForward": "deciplane.engine.logprobs",
+    "backward": "deciplane.engine.logprobs",
+    "forward_responses": "deciplane.engine.logprobs",
+    "pad_responses": "deciplane.engine.logprobs",
+    "sequence_logprobs": "deciplane.engine.logprobs",
+    "CordRule": "deciplane.engine.optim",
+    "MicroLoss": "deciplane.engine.optim",
+    "Normaliser": "deciplane.engine.optim",
+    "Optimizer": "deciplane.engine.optim",
+    "accumulate": "deciplane.engine.optim",
+    "combine_gradients": "deciplane.engine.optim",
+    "micro_batches": "deciplane.engine.optim",
+    "optimizer_step": "deciplane.engine.optim",
+    "GRPOConfig": "deciplane.engine.grpo",
+    "GRPOUpdate": "deciplane.engine.grpo",
+    "StepStats": "deciplane.engine.grpo",
+    "trunk_hidden": "deciplane.engine.trunk",
+    "top_logits": "deciplane.engine.trunk",
+    "first_trainable_layer": "deciplane.engine.trunk",
+    "check_trunk_frozen": "deciplane.engine.trunk",
+    "decoder_of": "deciplane.engine.trunk",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"deciplane.engine.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'deciplane.engine' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = list(_LAZY)

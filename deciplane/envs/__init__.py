@@ -7,13 +7,14 @@ modules (textworld, docker, math-verify) load lazily, on first use.
 
 from __future__ import annotations
 
-import importlib
 from importlib import metadata
 from typing import Any, Callable
 
 import gymnasium as gym
 
+from deciplane._moved import renamed_names
 from deciplane.errors import UnknownEnvironment
+from deciplane.utils import lazy_exports
 
 ENTRY_POINT_GROUP = "deciplane.envs"
 
@@ -123,14 +124,11 @@ _LAZY = {
     "CodeOptEnv": "deciplane.envs.codeopt.env",
     "CodeGenEnv": "deciplane.envs.code.env",
     "make_game_suite": "deciplane.envs.textworld.games",
-    "from_openenv": "deciplane.interop.openenv",     # needs deciplane[interop]
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'deciplane.envs' has no attribute {name!r}")
+# the lazy names and the old ones (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__, lazy_exports(__name__, _LAZY))
 
 
 __all__ = ["register", "registered_ids", "registry", "make", *_LAZY]

@@ -208,19 +208,17 @@ def run_env_kwargs(config: Any, split: str | None,
     """``(split or None, gym.make kwargs)`` for evaluating a run on its environment: the
     run's ``env.kwargs`` (updated by ``overrides``) with the trainer's menu defaults
     (``deciplane.trainers.env_suite.MENU_DEFAULTS``) and ``max_episode_steps``. The split is
-    dropped for environments without splits (and for explicit game-file lists)."""
-    from deciplane.trainers.env_suite import MENU_DEFAULTS, TEXTWORLD, _env_params, with_menu_defaults
+    dropped where the env does not take it (no splits, or a list of game files:
+    :func:`deciplane.envs.splits.split_kwargs`)."""
+    from deciplane.envs.splits import env_params, split_kwargs
+    from deciplane.trainers.env_suite import with_menu_defaults
 
     kwargs = dict(config.env.kwargs)
     kwargs.update(overrides or {})
     # the menus the trainer evaluated on (shuffled, task text), unless the run set them
-    kwargs = with_menu_defaults(kwargs, set(MENU_DEFAULTS) if config.env.id == TEXTWORLD
-                                else _env_params(config.env.id))
+    kwargs = with_menu_defaults(kwargs, env_params(config.env.id))
     kwargs["max_episode_steps"] = config.env.max_episode_steps
-    if config.env.id == TEXTWORLD:
-        if isinstance(kwargs.get("games"), (list, tuple)):
-            split = None
-    elif "split" not in _env_params(config.env.id):
+    if "split" not in split_kwargs(config.env.id, split, kwargs):
         split = None
     return split, kwargs
 

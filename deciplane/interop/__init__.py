@@ -3,7 +3,7 @@
 * :mod:`deciplane.interop.openenv` — serve any registered environment as an OpenEnv
   environment (``deciplane serve ENV_ID``), write the folder ``openenv build`` expects, and
   wrap an OpenEnv environment (served or in-process) as a Gymnasium env
-  (:func:`deciplane.envs.from_openenv`).
+  (:func:`deciplane.interop.openenv.from_openenv`).
 * :mod:`deciplane.interop.skyrl` — a ``skyrl_gym`` ``BaseTextEnv`` over any deciplane env.
 * :mod:`deciplane.interop.trl` — any deciplane env as a TRL ``GRPOTrainer``
   ``environment_factory``, and tool-calling chat templates for the built-in models.

@@ -19,7 +19,7 @@ tests, reference solutions) are dropped from every response, and the expert's fi
 (``expert_action``, ``expert_command``) are served only on the ``train`` split and only
 with ``expose_expert=True``. The metadata (``GET /metadata``) says so.
 
-**Import** (:class:`OpenEnvGymEnv`, :func:`deciplane.envs.from_openenv`): an OpenEnv
+**Import** (:class:`OpenEnvGymEnv`, :func:`from_openenv`): an OpenEnv
 environment reached by URL (a running server) or an ``Environment`` class / instance in
 process, as a Gymnasium env with deciplane's contract — text observations; a menu
 (``info["menu"]``, ``Discrete`` actions) when the observation lists legal actions, free

@@ -27,8 +27,8 @@ Heavy modules load lazily: importing this package costs nothing until a name is 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from deciplane._moved import renamed_names
+from deciplane.utils import lazy_exports
 
 _LAZY = {
     "load_config": "deciplane.trainers.config",
@@ -42,14 +42,11 @@ _LAZY = {
     "Trainer": "deciplane.trainers.trainer",
     "Algorithm": "deciplane.trainers.algorithm",
     "RolloutBatch": "deciplane.trainers.algorithm",
-    "write_report": "deciplane.evaluation.report",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'deciplane.trainers' has no attribute {name!r}")
+# the lazy names and the old ones (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__, lazy_exports(__name__, _LAZY))
 
 
 __all__ = list(_LAZY)

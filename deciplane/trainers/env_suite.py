@@ -1,18 +1,20 @@
 """Environment suites for training and evaluation: which game each episode plays.
 
-For ``deciplane/TextWorld-v0`` a split is a list of game files
-(:func:`deciplane.envs.make_game_suite`). Each sub-env of the rollout's
-``gymnasium.vector.SyncVectorEnv`` is a :class:`GameSlotEnv`: its reset seed picks the
-game (``game = seed mod n_games``), so a group — the episodes that share an initial state —
-is simply the set of sub-envs reset with the same seed. Evaluation plays every game of the
-split once (or ``episodes`` episodes cycling through the games).
+An env whose split is a list of tasks known before any env is built says so through its
+class's ``task_list`` (:mod:`deciplane.envs.splits`; ``deciplane/TextWorld-v0``: the game
+files of a preset or the user's). Such a split plays in *list mode*: each sub-env of the
+rollout's ``gymnasium.vector.SyncVectorEnv`` is a :class:`~deciplane.envs.wrappers.GameSlotEnv`
+whose reset seed picks the task (``task = seed mod size``), so a group — the episodes that
+share an initial state — is simply the set of sub-envs reset with the same seed. Evaluation
+plays every task of the split once (or ``episodes`` episodes cycling through the tasks).
 
 Any other registered environment (a plug-in with the menu contract) runs in *seed mode*:
 the reset seed is the initial state, and evaluation uses seeds ``0..episodes-1`` of an env
-built with ``split=<split>`` when it accepts that argument. An env that exposes
-``num_tasks`` (``deciplane/TextWorldExpress-v0``: the 1000 seeds of an official fold) plays
-task ``seed % num_tasks`` (``options={"task": ...}``), so evaluation episode ``i`` is the
-``i``-th game of the fold, as in ``deciplane evaluate``.
+built for the split (``split=<split>`` when it accepts that argument, or what its class's
+``split_kwargs`` says). An env that exposes ``num_tasks`` (``deciplane/TextWorldExpress-v0``:
+the 1000 seeds of an official fold) plays task ``seed % num_tasks`` (``options={"task":
+...}``), so evaluation episode ``i`` is the ``i``-th game of the fold, as in ``deciplane
+evaluate``.
 
 Menus carry no position shortcut: unless the config's ``env.kwargs`` say otherwise, every
 env that takes them is built with ``menu_order="shuffled"`` and
@@ -25,65 +27,20 @@ episode ``i`` (reset seed ``i``) gets one fixed shuffle, the same for every agen
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 
+from deciplane._moved import renamed_names
 from deciplane.engine.episodes import make_vector_env
+from deciplane.envs.splits import TaskList, env_params, split_kwargs, task_list
+from deciplane.envs import wrappers
 from deciplane.trainers.config import EnvConfig
-
-TEXTWORLD = "deciplane/TextWorld-v0"
 
 MENU_DEFAULTS: dict[str, Any] = {"menu_order": "shuffled", "task_in_observation": True}
 """Env options the trainer sets unless ``env.kwargs`` gives them (when the env takes them)."""
-
-
-class GameSlotEnv(gym.Wrapper):
-    """One sub-env of a rollout: ``reset(seed=s)`` plays game ``s % n_games`` of the suite.
-
-    (``deciplane/TextWorld-v0`` picks a game with ``options={"game": i}``; a vector env
-    passes one options dict to every sub-env, so the game travels in the per-env seed.)
-    """
-
-    def __init__(self, env: gym.Env, n_games: int, key: str = "game") -> None:
-        super().__init__(env)
-        self.n_games = int(n_games)
-        self.key = key
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        opts = dict(options or {})
-        if seed is not None:
-            opts.setdefault(self.key, int(seed) % self.n_games)
-        return self.env.reset(seed=seed, options=opts)
-
-
-class DropNoneInfo(gym.Wrapper):
-    """Leaves out ``info`` entries whose value is ``None`` (``expert_action`` once
-    TextWorld-Express's gold path is used up): a vector env stacks an info key into one
-    array per key, which cannot hold ``None`` next to integers; a missing entry is masked
-    out instead and reads back as ``None`` in the episode loop."""
-
-    def reset(self, **kwargs: Any):
-        obs, info = self.env.reset(**kwargs)
-        return obs, _drop_none(info)
-
-    def step(self, action: Any):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, _drop_none(info)
-
-
-def _drop_none(info: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in info.items() if v is not None}
-
-
-def task_slots(env: gym.Env) -> gym.Env:
-    """``env`` wrapped in a :class:`GameSlotEnv` over its ``num_tasks`` (``options["task"]
-    = seed % num_tasks``), or unchanged when it has none."""
-    n = getattr(env.unwrapped, "num_tasks", None)
-    return GameSlotEnv(env, int(n), key="task") if isinstance(n, int) and n > 0 else env
 
 
 def with_menu_defaults(kwargs: dict[str, Any], accepted: set[str]) -> dict[str, Any]:
@@ -104,8 +61,7 @@ class EnvSuite:
         self.expert = expert
         self.workers = workers  # EnvWorkersConfig: where train_batch's sub-envs run
         self.kwargs = dict(cfg.kwargs)
-        self.textworld = cfg.id == TEXTWORLD
-        self._suites: dict[str, Any] = {}
+        self._tasks: dict[str, TaskList | None] = {}
         self._vec: dict[int, gym.vector.VectorEnv] = {}
         self._fps: dict[str, str] = {}
         self.progress: Callable[[str, int, int, dict[str, Any]], None] | None = None
@@ -120,59 +76,40 @@ class EnvSuite:
         """An :class:`~deciplane.trainers.eval_pool.EvalPool` (``eval.workers`` > 1) that
         :meth:`evaluate` shares its batches with, or None."""
 
-    # ---- games -----------------------------------------------------------------------------
-    def games(self, split: str) -> list[str]:
-        """Game files of ``split`` (TextWorld only)."""
-        if split not in self._suites:
+    # ---- tasks -----------------------------------------------------------------------------
+    def tasks(self, split: str) -> TaskList | None:
+        """The task list of ``split`` (list mode), or None (seed mode); asked once per split."""
+        if split not in self._tasks:
             t0 = time.perf_counter()
             try:
-                self._load_games(split)
+                found = task_list(self.cfg.id, split, self.kwargs)
             finally:
                 self.setup_s += time.perf_counter() - t0
-        return self._suites[split]
-
-    def _load_games(self, split: str) -> None:
-        if split not in self._suites:
-            from deciplane.envs import make_game_suite
-
-            spec = self.kwargs.get("games", "embedded")
-            if isinstance(spec, (list, tuple)):
-                paths = [str(p) for p in spec]
-                self._suites[split] = paths
-                self._fps[split] = "user-games"
-            else:
-                kw = self.kwargs
-                suite = make_game_suite(spec, split, kw.get("n_games"),
-                                        seed=kw.get("suite_seed", 0),
-                                        **dict(kw.get("game_options") or {}))
-                self._suites[split] = [str(p) for p in suite.paths]
-                self._fps[split] = suite.fingerprint
+            self._tasks[split] = found
+            if found is not None:
+                self._fps[split] = found.fingerprint
+        return self._tasks[split]
 
     def fingerprints(self) -> dict[str, str]:
         return dict(self._fps)
 
     def _make_env(self, split: str, expert: bool | None = None) -> Callable[..., gym.Env]:
+        """A factory of one sub-env of ``split`` (plain values only in its closure: Ray
+        ships it to the workers)."""
         expert = self.expert if expert is None else expert
-        kw = {k: v for k, v in self.kwargs.items() if k != "games"}
-        steps = self.cfg.max_episode_steps
-        kw = with_menu_defaults(kw, set(MENU_DEFAULTS) if self.textworld
-                                else _env_params(self.cfg.id))
-        if self.textworld:
-            if expert:
-                kw["expert"] = True
-            games = self.games(split)
-            spec = self.kwargs.get("games", "embedded")
-            src = list(spec) if isinstance(spec, (list, tuple)) else spec
-            extra = {} if isinstance(spec, (list, tuple)) else {"split": split}
-            return lambda: GameSlotEnv(gym.make(TEXTWORLD, games=src, max_episode_steps=steps,
-                                                **extra, **kw), len(games))
-        params = _env_params(self.cfg.id)
+        env_id, steps = self.cfg.id, self.cfg.max_episode_steps
+        params = env_params(env_id)
+        kw = with_menu_defaults(self.kwargs, params)
         if expert and "expert" in params:
             kw["expert"] = True
-        if "split" in params:
-            kw["split"] = split
-        return lambda: DropNoneInfo(task_slots(gym.make(self.cfg.id, max_episode_steps=steps,
-                                                        **kw)))
+        kw.update(split_kwargs(env_id, split, self.kwargs))
+        tasks = self.tasks(split)
+        if tasks is not None:   # list mode: the reset seed picks the task
+            size = tasks.size
+            return lambda: wrappers.GameSlotEnv(
+                gym.make(env_id, max_episode_steps=steps, **kw), size)
+        return lambda: wrappers.DropNoneInfo(wrappers.task_slots(
+            gym.make(env_id, max_episode_steps=steps, **kw)))
 
     def _vector(self, split: str, n: int, remote: bool = False,
                 expert: bool | None = None) -> gym.vector.VectorEnv:
@@ -221,22 +158,22 @@ class EnvSuite:
         groups = c.games_per_iteration * c.group_size if single else c.games_per_iteration
         per = 1 if single else c.group_size
         rng = np.random.default_rng(seed % (2**63))
-        if self.textworld:
-            n_games = len(self.games(c.train_split))
-            order = np.concatenate([rng.permutation(n_games)
-                                    for _ in range(-(-groups // n_games))])[:groups]
-            # seed = game + n_games * k: the game is fixed, k varies the env's own RNG
-            reset = [int(g) + n_games * int(rng.integers(1, 1 << 20)) for g in order]
+        tasks = self.tasks(c.train_split)
+        if tasks is not None:
+            n = tasks.size
+            order = np.concatenate([rng.permutation(n) for _ in range(-(-groups // n))])[:groups]
+            # seed = task + n * k: the task is fixed, k varies the env's own RNG
+            reset = [int(g) + n * int(rng.integers(1, 1 << 20)) for g in order]
         else:
             reset = [int(s) for s in rng.choice(2**31 - 1, size=groups, replace=False)]
         return self._vector(c.train_split, groups * per, remote=True), reset
 
     # ---- evaluation ------------------------------------------------------------------------
     def eval_seeds(self, split: str, episodes: int | None) -> list[int]:
-        if self.textworld:
-            n = len(self.games(split))
-            count = n if episodes is None else episodes
-            return [i % n + n * (i // n) for i in range(count)]
+        """Reset seeds ``0..episodes-1``: by default every task of a list once, else 10."""
+        tasks = self.tasks(split)
+        if tasks is not None:
+            return list(range(tasks.size if episodes is None else episodes))
         return list(range(episodes or 10))
 
     def evaluate(self, agent: Any, split: str, episodes: int | None, collect: Callable,
@@ -340,16 +277,5 @@ class EnvSuite:
         self._vec.clear()
 
 
-def _env_params(env_id: str) -> set[str]:
-    """Constructor parameter names of a registered env (to pass ``split`` only if accepted)."""
-    spec = gym.spec(env_id)
-    ep = spec.entry_point
-    try:
-        if isinstance(ep, str):
-            mod, _, attr = ep.partition(":")
-            import importlib
 
-            ep = getattr(importlib.import_module(mod), attr)
-        return set(inspect.signature(ep).parameters)
-    except Exception:  # noqa: BLE001 - unknown signature: pass nothing extra
-        return set()
+__getattr__ = renamed_names(__name__)   # the wrappers, in deciplane.envs.wrappers since 0.3

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -11,7 +10,6 @@ from deciplane.engine.optim import combine_gradients
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.trainers.rlid_ppo import group_advantages, menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import DistillConfig
-from deciplane.trainers.env_suite import GameSlotEnv
 from deciplane.trainers.rollout import (RolloutStats, collect_menu_episodes, make_vector_env,
                                         trajectory_rewards)
 from deciplane.types import Menu, Trajectory, Turn
@@ -57,25 +55,6 @@ def test_combine_gradients_modes():
     aligned, _ = combine_gradients(g1, torch.tensor([1.0, 1.0]),
                                    DistillConfig(lam=1.0, combine="always"))
     assert aligned.tolist() == pytest.approx([1.0, 1.0])  # parallel part removed too
-
-
-class _Recorder(gym.Env):
-    """Records the reset options it gets (to check the game travels in the seed)."""
-
-    observation_space = gym.spaces.Text(16)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        self.options = options
-        return "x", {}
-
-
-def test_game_slot_env_maps_seed_to_game():
-    env = GameSlotEnv(_Recorder(), n_games=6)
-    env.reset(seed=14)
-    assert env.unwrapped.options == {"game": 2}
-    env.reset(seed=3, options={"game": 5})
-    assert env.unwrapped.options == {"game": 5}  # an explicit choice wins
 
 
 class _FirstAction:

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand, check_split
 # normalize_command stays importable from here (0.1's textworld_env defined it)
 from deciplane.envs.menu.text import (MAX_COMMAND_CHARS, clean_observation,  # noqa: F401
                                       inventory_items, normalize_command, state_view)
+from deciplane.envs.splits import TaskList
 from deciplane.envs.textworld.games import (EMBEDDED, SPLITS, GameSuite, available_presets,
                                             make_game_suite, suite_from_paths)
 from deciplane.errors import ConfigError, GameError, UnknownPreset
@@ -188,6 +189,26 @@ class TextWorldEnv(MenuTextEnv):
     @property
     def split_fingerprint(self) -> str:
         return self.suite.fingerprint
+
+    # ---- what a trainer asks before building envs (deciplane.envs.splits) ----------------
+
+    @classmethod
+    def split_kwargs(cls, split: str | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """``split`` picks a preset's games; a list of game files has no splits."""
+        return {} if isinstance(kwargs.get("games"), (list, tuple)) else {"split": split}
+
+    @classmethod
+    def task_list(cls, split: str, kwargs: Mapping[str, Any]) -> TaskList:
+        """The games of ``split`` for an env built with ``kwargs``, generated (once) now, so
+        that every sub-env of a rollout finds them: a preset's suite and its fingerprint,
+        or a list of game files (fingerprint ``"user-games"``)."""
+        games = kwargs.get("games", EMBEDDED)
+        if isinstance(games, (list, tuple)):
+            return TaskList(len(games), "user-games")
+        suite = make_game_suite(games, split, kwargs.get("n_games"),
+                                seed=kwargs.get("suite_seed", 0),
+                                **dict(kwargs.get("game_options") or {}))
+        return TaskList(len(suite.paths), suite.fingerprint)
 
     # ---- MenuTextEnv hooks ----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from deciplane.envs.codeopt.evaluate import evaluate, evaluate_suite
 from deciplane.envs.codeopt.tasks import get_task
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
 from deciplane.errors import BackendUnavailable, ConfigError
-from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
+from tests.sandbox.sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 # primes, off by one: correct on the example (N = 10) but not on N = 2 (a hidden test)
 WRONG_FAST_PRIMES = """

@@ -14,7 +14,7 @@ import deciplane.envs  # noqa: F401 - registers the ids
 from deciplane.envs.menu.base import MenuTextEnv, ParsedCommand
 from deciplane.envs.menu.menu import PAGE_ACTION
 from deciplane.errors import ConfigError
-from env_helpers import skip_unless_buildable
+from tests.envs.env_helpers import skip_unless_buildable
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 

@@ -1,7 +1,7 @@
 """Fixed-seed, fixed-action plays of the menu envs, reduced to one digest per step, so a
 speed change can be checked to leave every observation, reward, flag and info untouched.
 
-    python tests/envs/menu_golden.py --record   # rewrite tests/envs/menu_golden.json
+    python tests/envs/menu/menu_golden.py --record   # rewrite tests/envs/menu/menu_golden.json
 
 Record only from code whose outputs are known good (the digests were first recorded
 before issue 23's step-speed work)."""

@@ -8,7 +8,7 @@ import pytest
 from deciplane.envs.codeopt.evaluate import check_correctness
 from deciplane.envs.codeopt.tasks import get_task, list_tasks
 from deciplane.errors import TaskError
-from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
+from tests.sandbox.sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 ALL = list_tasks()
 PROJECT = list_tasks(origin="project")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "corridor_plugin"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "corridor_plugin"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from deciplane.utils import deciplane_home
-from tests.envs.sandbox_helpers import (backend_params, close_warm,  # noqa: F401
+from tests.sandbox.sandbox_helpers import (backend_params, close_warm,  # noqa: F401
                                         fresh_sandbox, sandbox_or_skip, sandbox_tmp)
 
 pytestmark = pytest.mark.timeout(120)

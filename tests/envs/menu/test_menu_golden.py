@@ -1,6 +1,6 @@
 """The menu envs' outputs for fixed seeds and actions are what they were (issue 23: the
 step got faster without changing one observation, reward, flag, menu or info entry).
-The digests come from ``tests/envs/menu_golden.py --record``."""
+The digests come from ``tests/envs/menu/menu_golden.py --record``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.envs import menu_golden as mg
+from tests.envs.menu import menu_golden as mg
 
 pytestmark = pytest.mark.filterwarnings("ignore::jericho.UnsupportedGameWarning")
 GOLDEN = json.loads(mg.GOLDEN.read_text())

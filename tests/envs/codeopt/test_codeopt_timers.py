@@ -11,7 +11,7 @@ from deciplane.envs.codeopt.evaluate import outputs_match
 from deciplane.envs.codeopt.tasks import list_tasks
 from deciplane.envs.codeopt.timers import CpuTimer, InstructionTimer
 from deciplane.errors import BackendUnavailable
-from sandbox_helpers import sandbox  # noqa: F401  (a fixture)
+from tests.sandbox.sandbox_helpers import sandbox  # noqa: F401  (a fixture)
 
 # ~17 callgrind runs (~3 s of valgrind start-up each) and ~100 cpu-timed runs
 pytestmark = pytest.mark.slow
