@@ -18,8 +18,9 @@ module each in :mod:`deciplane.methods` (``ttrl``, ``ttpo``, ``tasco``, ``probe_
 this package holds what they share (:mod:`~deciplane.adapt.base`: :class:`BaseAdapter`,
 :class:`AdaptConfig`, answer extraction and voting) and the run: ``deciplane adapt
 ttrl|ttpo|tasco|probe-erpo`` (:func:`run_adaptation`) runs an adapter with its baselines —
-greedy and sampled no-adaptation, majority vote at the same sample budget
-(:mod:`~deciplane.adapt.equal_compute` at equal compute) — and writes ``summary.json``.
+greedy and sampled no-adaptation, majority vote at the same sample budget, or majority
+vote and best-of-N at the same compute (:mod:`~deciplane.adapt.equal_compute`, TASCO) —
+and writes ``summary.json``.
 """
 
 from deciplane._moved import renamed_names

@@ -5,6 +5,9 @@ Rollouts and the update come from :mod:`deciplane.engine` (sampling and
 update runs on the training loop's optimizer, which the loop checkpoints); the reward is the environment's math-verify check on the
 *train* split; before/after accuracy comes from the held-out scorer on the test split
 (gold in the scorer's process, greedy answers).
+
+The method is this module: its config :class:`MathGRPOConfig`, the algorithm
+:class:`MathGRPO` and its held-out answers :func:`greedy_answers`.
 """
 
 from __future__ import annotations

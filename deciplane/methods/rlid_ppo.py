@@ -8,6 +8,10 @@ behaviour-cloning warm start. With ``advantage: gae`` a value head
 episode-level group baseline; with ``advantage: gigpo`` (GiGPO) each decision adds a
 step-level advantage among the group's decisions in the same state
 (:func:`gigpo_turn_advantages`). Loss formulas come from :mod:`deciplane.objectives`.
+
+The method is this module: its config :class:`RLiDPPOConfig` (with
+:class:`PromptCacheConfig`, which only the menu agent reads) is defined here, above the
+algorithm :class:`RLiDPPO` and its held-out agent :func:`greedy_agent`.
 """
 
 from __future__ import annotations

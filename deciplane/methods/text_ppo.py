@@ -4,6 +4,9 @@ weights (docs/methods.md, TLM-DRE: paper-inspired, parameters ours).
 Trajectory-level units: every turn's response tokens are scored under their own prompt
 (:func:`deciplane.engine.logprobs.sequence_logprobs`) and concatenated with a
 token-to-turn id tensor, so token losses keep the turn of every token.
+
+The method is this module: its config :class:`TextPPOConfig` (with :class:`TLMDREConfig`,
+its turn-weighting section) is defined here, above the algorithm :class:`TextPPO`.
 """
 
 from __future__ import annotations
