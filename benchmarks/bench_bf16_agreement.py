@@ -31,7 +31,7 @@ def load_agents(run_dir: str, readout: str | None):
     untrained model with RLiD's labels readout instead of the trained one)."""
     from deciplane.agents import MenuAgent
     from deciplane.evaluation.run_eval import load_trained_policy
-    from deciplane.trainers import rlid_ppo
+    from deciplane.methods import rlid_ppo
 
     agents = {}
     for dtype in ("float32", "bfloat16"):

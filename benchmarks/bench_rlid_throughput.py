@@ -180,7 +180,7 @@ def run_round(name: str, algo, trainer: Trainer, it: int, seed: int, bc_epochs: 
         expert = [(i, t_) for i, t_ in enumerate(batch.data.expert) if t_ is not None]
         if expert:
             from deciplane.objectives.distill import expert_distill_loss
-            from deciplane.trainers.rlid_ppo import pad_menu_log_probs
+            from deciplane.methods.rlid_ppo import pad_menu_log_probs
             from deciplane.trainers.warm_start import run_bc_epochs
             params = [p for p in algo.policy.model.parameters() if p.requires_grad]
 

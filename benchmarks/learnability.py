@@ -62,7 +62,7 @@ from deciplane.engine.trunk import menu_update_logits, trunk_boundary
 from deciplane.envs.menu.text import ambiguous_share
 from deciplane.objectives.distill import expert_distill_loss
 from deciplane.stats import wilson_interval
-from deciplane.trainers.rlid_ppo import expert_fit, pad_menu_log_probs
+from deciplane.methods.rlid_ppo import expert_fit, pad_menu_log_probs
 from deciplane.trainers.run import lora_targets
 from deciplane.trainers.warm_start import run_bc_epochs
 

@@ -44,8 +44,8 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     "deciplane.trainers.report": "deciplane.evaluation.report",
     # 0.2 -- split modules
     "deciplane.trainers.algorithms": (
-        "deciplane.trainers.rlid_ppo", "deciplane.trainers.text_ppo",
-        "deciplane.trainers.math_grpo", "deciplane.trainers.run", "deciplane.trainers.algorithm",
+        "deciplane.methods.rlid_ppo", "deciplane.methods.text_ppo",
+        "deciplane.methods.math_grpo", "deciplane.trainers.run", "deciplane.trainers.algorithm",
         "deciplane.trainers.warm_start", "deciplane.objectives.distill"),
     "deciplane.trainers.single_turn": (
         "deciplane.engine.budget", "deciplane.engine.generation", "deciplane.engine.grpo",
@@ -74,6 +74,11 @@ MOVED: dict[str, str | tuple[str, ...]] = {
     # the base env)
     "deciplane.envs.menus": "deciplane.envs.menu.menu",
     "deciplane.envs.menu_env": ("deciplane.envs.menu.text", "deciplane.envs.menu.base"),
+    # 0.3 -- a method is one module of deciplane.methods, its config class inside (issue 49)
+    **{f"deciplane.trainers.{m}": f"deciplane.methods.{m}"
+       for m in ("rlid_ppo", "text_ppo", "math_grpo")},
+    **{f"deciplane.adapt.{m}": f"deciplane.methods.{m}"
+       for m in ("ttrl", "ttpo", "tasco", "probe_erpo")},
 }
 """old module path -> new module path (or the new modules an old one was split into)."""
 
@@ -89,8 +94,27 @@ RENAMED: dict[str, str] = {
     **{f"deciplane.trainers.trainer.{n}": f"deciplane.trainers.run.{n}"
        for n in ("build_policy", "build_algorithm", "lora_targets", "run_training",
                  "RESUMABLE_CHANGES")},
-    # 0.3 -- the RLiD-PPO trainer is named after its method
-    "deciplane.trainers.rlid_ppo.MenuPPO": "deciplane.trainers.rlid_ppo.RLiDPPO",
+    # 0.3 -- the RLiD-PPO trainer is named after its method (its module moved since: MOVED)
+    "deciplane.methods.rlid_ppo.MenuPPO": "deciplane.methods.rlid_ppo.RLiDPPO",
+    # 0.3 -- each method's config class lives in its module of deciplane.methods (issue 49)
+    **{f"deciplane.trainers.config.{n}": f"deciplane.methods.{m}.{n}"
+       for n, m in [("RLiDPPOConfig", "rlid_ppo"), ("PromptCacheConfig", "rlid_ppo"),
+                    ("TextPPOConfig", "text_ppo"), ("TLMDREConfig", "text_ppo"),
+                    ("MathGRPOConfig", "math_grpo")]},
+    **{f"deciplane.trainers.{n}": f"deciplane.methods.{m}.{n}"
+       for n, m in [("RLiDPPOConfig", "rlid_ppo"), ("TextPPOConfig", "text_ppo"),
+                    ("MathGRPOConfig", "math_grpo")]},
+    **{f"deciplane.adapt.{n}": f"deciplane.methods.{m}.{n}"
+       for m, classes in [("ttrl", ("TTRL", "TTRLConfig")), ("ttpo", ("TTPO", "TTPOConfig")),
+                          ("tasco", ("TASCO", "TASCOConfig")),
+                          ("probe_erpo", ("ProbeERPO", "ProbeERPOConfig"))]
+       for n in classes},
+    # 0.3 -- the runner's equal-compute helpers left TASCO's module (the runner sits below
+    # the methods; issue 49)
+    "deciplane.methods.tasco.forward_token_equivalents":
+        "deciplane.engine.budget.forward_token_equivalents",
+    **{f"deciplane.methods.tasco.{n}": f"deciplane.adapt.equal_compute.{n}"
+       for n in ("best_of_n_index", "equal_compute_baselines")},
     # 0.3 -- gymnasium wrappers live with the envs (issue 49)
     **{f"deciplane.trainers.env_suite.{n}": f"deciplane.envs.wrappers.{n}"
        for n in ("GameSlotEnv", "DropNoneInfo", "task_slots")},

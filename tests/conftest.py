@@ -1,9 +1,12 @@
-"""Shared test set-up: one thread for torch, a reusable cache home for generated data."""
+"""Shared test set-up: one thread for torch, a reusable cache home for generated data, and
+the small tiny-model settings of the adapter tests (tests/adapt/ and tests/methods/)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import pytest
 
 # Generated games and converted models are cached across test runs (and shared by all
 # tests of a run); CI points DECIPLANE_HOME at a fresh folder.
@@ -19,3 +22,13 @@ try:
     torch.set_num_threads(1)
 except ImportError:  # pragma: no cover
     pass
+
+TINY_ADAPT_SETTINGS = dict(votes=4, train_samples=3, max_new_tokens=6, prompts_per_step=2,
+                           max_steps=2, lr=1e-2, temperature=1.5, lora_rank=4, lora_alpha=8,
+                           answer_batch=8, checkpoints=1)
+
+
+@pytest.fixture()
+def tiny_settings():
+    """Settings of a tiny-model adapter run (an AdaptConfig's keyword arguments)."""
+    return dict(TINY_ADAPT_SETTINGS)

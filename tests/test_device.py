@@ -22,8 +22,8 @@ from deciplane.objectives.distill import expert_distill_loss
 from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
 from deciplane.objectives.rlid import RLiDLossConfig, rlid_loss
 from deciplane.trainers.config import load_config
-from deciplane.trainers.rlid_ppo import menu_ids, pad_menu_log_probs
-from deciplane.trainers.text_ppo import TextPPO
+from deciplane.methods.rlid_ppo import menu_ids, pad_menu_log_probs
+from deciplane.methods.text_ppo import TextPPO
 from deciplane.types import Menu
 from deciplane.utils import resolve_device, rng_state, set_rng_state
 from fake_gpu import GPU, _on_gpu, fake_gpu

@@ -119,9 +119,10 @@ ALL_MODULES = {_module_name(f): f for f in sorted(PKG.rglob("*.py"))}
 
 LAYERS: dict[str, tuple[str, ...]] = {
     # layer -> the deciplane sub-packages/modules it must NOT import (DESIGN's direction:
-    # sandbox | objectives < envs < vector | agents < engine < methods | trainers | adapt
+    # sandbox | objectives < envs < vector | agents < engine < trainers | adapt < methods
     # < evaluation < cli; benchmarks next to envs, see test_benchmarks_and_envs_share_two_modules;
-    # methods, the registry, names the trainers' and adapters' classes as strings only)
+    # trainers and adapt may import the registry, deciplane.methods itself, and never a
+    # method's module: test_trainers_and_adapt_import_the_registry_never_a_method)
     "deciplane.sandbox": ("deciplane.envs", "deciplane.benchmarks", "deciplane.vector",
                           "deciplane.agents", "deciplane.engine", "deciplane.methods",
                           "deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
@@ -143,10 +144,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
                          "deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
     "deciplane.engine": ("deciplane.methods", "deciplane.trainers", "deciplane.adapt",
                          "deciplane.evaluation", "deciplane.cli"),
-    "deciplane.methods": ("deciplane.trainers", "deciplane.adapt", "deciplane.evaluation",
-                          "deciplane.cli"),
     "deciplane.trainers": ("deciplane.adapt", "deciplane.evaluation", "deciplane.cli"),
     "deciplane.adapt": ("deciplane.trainers", "deciplane.evaluation", "deciplane.cli"),
+    "deciplane.methods": ("deciplane.evaluation", "deciplane.cli"),
     "deciplane.evaluation": ("deciplane.cli",),
 }
 
@@ -160,6 +160,28 @@ def test_base_modules_import_no_sub_package():
     subs = {f"deciplane.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file()}
     bad = [f"{name} imports {mod}" for name in BASE_MODULES
            for _, mod in imports_of(ALL_MODULES[name]) if any(_within(mod, s) for s in subs)]
+    assert not bad, "\n".join(bad)
+
+
+REGISTRY = "deciplane.methods"
+"""The method registry: the package's ``__init__``; its other modules are the methods."""
+
+
+def test_the_registry_imports_only_stdlib_and_errors():
+    """Reading the registry imports nothing heavy, and the layers below the methods can
+    use it: it names every method's classes as ``"module:attr"`` strings."""
+    bad = [f"{REGISTRY}:{line} imports {mod}" for line, mod in imports_of(ALL_MODULES[REGISTRY])
+           if mod != "deciplane.errors" and _top(mod) not in sys.stdlib_module_names]
+    assert not bad, "\n".join(bad)
+
+
+def test_trainers_and_adapt_import_the_registry_never_a_method():
+    """trainers/ and adapt/ hold what the methods share and sit below them: they import
+    the registry (``deciplane.methods``) and no method's module, however it is named
+    (``from deciplane.methods import ttrl`` included) or imported lazily."""
+    bad = [f"{name} imports {mod}" for name, path in ALL_MODULES.items()
+           if _within(name, "deciplane.trainers") or _within(name, "deciplane.adapt")
+           for mod in _imported_modules(path) if _within(mod, REGISTRY) and mod != REGISTRY]
     assert not bad, "\n".join(bad)
 
 

@@ -201,16 +201,14 @@ ADAPTERS: dict[str, dict[str, Any]] = {
 def run_adapter(name: str) -> dict[str, Any]:
     import torch
 
-    from deciplane import adapt
     from deciplane.agents import load_policy
     from deciplane.envs import load_benchmark
+    from deciplane.methods import get, load_config_class, load_target
     from deciplane.utils import seed_everything
 
     torch.set_num_threads(1)
-    classes = {"ttrl": (adapt.TTRL, adapt.TTRLConfig), "ttpo": (adapt.TTPO, adapt.TTPOConfig),
-               "tasco": (adapt.TASCO, adapt.TASCOConfig),
-               "probe_erpo": (adapt.ProbeERPO, adapt.ProbeERPOConfig)}
-    cls, cfg_cls = classes[name]
+    spec = get({"probe_erpo": "probe-erpo"}.get(name, name), "adapt")
+    cls, cfg_cls = load_target(spec), load_config_class(spec)
     bench = "easy-funcs" if name == "probe_erpo" else "arith-shift"
     tasks, scorer = load_benchmark(bench, "test", limit=3)
     scorer.close()

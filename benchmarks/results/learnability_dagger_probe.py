@@ -21,7 +21,7 @@ import torch
 torch.set_num_threads(1)
 import learnability as L  # noqa: E402
 from deciplane.objectives.distill import expert_distill_loss  # noqa: E402
-from deciplane.trainers.rlid_ppo import expert_fit, pad_menu_log_probs  # noqa: E402
+from deciplane.methods.rlid_ppo import expert_fit, pad_menu_log_probs  # noqa: E402
 from deciplane.trainers.warm_start import run_bc_epochs  # noqa: E402
 
 

@@ -1,9 +1,10 @@
-"""Test-time adaptation on unlabeled prompts (docs/methods.md §5).
+"""Test-time adaptation on unlabeled prompts (docs/methods.md §5): what every adapter
+shares, and the run that scores it.
 
 ```python
-from deciplane.adapt import TTRL, TTRLConfig, TTPO, TTPOConfig
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
+from deciplane.methods.ttrl import TTRL, TTRLConfig
 
 tasks, scorer = load_benchmark("arith-shift", split="test")   # tasks carry no gold
 policy = load_policy("deciplane/smollm2-135m-instruct")
@@ -12,17 +13,18 @@ print(scorer.score(answers).accuracy)                          # the caller scor
 ```
 
 Every adapter follows :class:`Adapter` (``run(tasks) -> {task_id: answer}``); its
-constructor takes a policy and a config, never a scorer. ``TASCO`` trains only a PEFT
-prefix on a frozen model (docs/tasco.md). ``deciplane adapt ttrl|ttpo|tasco|probe-erpo``
-(:func:`run_adaptation`) runs an adapter with its baselines — greedy and sampled
-no-adaptation, majority vote at the same sample budget — and writes ``summary.json``.
+constructor takes a policy and a config, never a scorer. The adapters are methods, one
+module each in :mod:`deciplane.methods` (``ttrl``, ``ttpo``, ``tasco``, ``probe_erpo``);
+this package holds what they share (:mod:`~deciplane.adapt.base`: :class:`BaseAdapter`,
+:class:`AdaptConfig`, answer extraction and voting) and the run: ``deciplane adapt
+ttrl|ttpo|tasco|probe-erpo`` (:func:`run_adaptation`) runs an adapter with its baselines —
+greedy and sampled no-adaptation, majority vote at the same sample budget, or majority
+vote and best-of-N at the same compute (:mod:`~deciplane.adapt.equal_compute`, TASCO) —
+and writes ``summary.json``.
 """
 
+from deciplane._moved import renamed_names
 from deciplane.adapt.base import Adapter, AdaptConfig, AdaptRecords, BaseAdapter
-from deciplane.adapt.probe_erpo import ProbeERPO, ProbeERPOConfig
-from deciplane.adapt.tasco import TASCO, TASCOConfig
-from deciplane.adapt.ttpo import TTPO, TTPOConfig
-from deciplane.adapt.ttrl import TTRL, TTRLConfig
 
 
 def run_adaptation(*args, **kwargs):
@@ -32,6 +34,8 @@ def run_adaptation(*args, **kwargs):
     return _run(*args, **kwargs)
 
 
-__all__ = ["Adapter", "AdaptConfig", "AdaptRecords", "BaseAdapter", "TTRL", "TTRLConfig",
-           "TTPO", "TTPOConfig", "TASCO", "TASCOConfig", "ProbeERPO", "ProbeERPOConfig",
-           "run_adaptation"]
+# the adapters and their configs, in deciplane.methods since 0.3 (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__)
+
+
+__all__ = ["Adapter", "AdaptConfig", "AdaptRecords", "BaseAdapter", "run_adaptation"]

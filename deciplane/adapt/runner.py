@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, remove_saved_state
-from deciplane.adapt.tasco import equal_compute_baselines, forward_token_equivalents
+from deciplane.adapt.equal_compute import equal_compute_baselines
 from deciplane.errors import ConfigError
 from deciplane.engine.baselines import BaselineStore
-from deciplane.engine.budget import Budget
+from deciplane.engine.budget import Budget, forward_token_equivalents
 from deciplane.engine.compare import paired_vs
 from deciplane.engine.generation import generate_texts, generation_progress
 from deciplane.engine.rundir import changed_on_resume

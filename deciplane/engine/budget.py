@@ -76,4 +76,16 @@ def phase(budget: Budget | None, name: str):
     return budget.phase(name) if budget is not None else contextlib.nullcontext()
 
 
-__all__ = ["Budget", "phase"]
+def forward_token_equivalents(budget: Budget | dict) -> int:
+    """Compute of a budget in forward-token equivalents: generation (prefill + generated
+    tokens) + teacher-forced forward tokens + 2 x backpropagated tokens (a backward costs
+    about two forwards). A prefix's virtual tokens (TASCO) are never forwarded, so never
+    counted. The unit of an adapter whose class says ``budget_unit =
+    "forward_token_equivalents"``: its equal-compute baselines get as many samples as its
+    budget buys in it."""
+    b = budget.as_dict() if isinstance(budget, Budget) else budget
+    return int(b["prefill_tokens"] + b["generated_tokens"] + b["forward_tokens"]
+               + 2 * b["backward_tokens"])
+
+
+__all__ = ["Budget", "forward_token_equivalents", "phase"]

@@ -14,8 +14,12 @@ imports nothing heavy: the classes load when a run needs them (:func:`load_targe
   :class:`~deciplane.adapt.base.BaseAdapter`, the config an
   :class:`~deciplane.adapt.base.AdaptConfig`.
 
-Built-in methods are listed in :data:`BUILTIN`; adding one is its module plus one entry
-there. Another package adds one through the entry-point group ``deciplane.methods``
+The built-in methods are the modules of this package, one per method:
+:mod:`~deciplane.methods.rlid_ppo`, :mod:`~deciplane.methods.text_ppo`,
+:mod:`~deciplane.methods.math_grpo` (train), :mod:`~deciplane.methods.ttrl`,
+:mod:`~deciplane.methods.ttpo`, :mod:`~deciplane.methods.tasco`,
+:mod:`~deciplane.methods.probe_erpo` (adapt); :data:`BUILTIN` lists them. Adding one is its
+module here plus one entry there. Another package adds one through the entry-point group ``deciplane.methods``
 (name = the method's name, object = its :class:`MethodSpec`)::
 
     [project.entry-points."deciplane.methods"]
@@ -29,7 +33,9 @@ The tables of 0.2 (``deciplane.trainers.run.ALGORITHMS``,
 importable as read-only views of this registry (:class:`MethodTable`); new code calls
 :func:`get` and :func:`load_target`.
 
-This module imports only the standard library and :mod:`deciplane.errors`.
+This module (the registry) imports only the standard library and :mod:`deciplane.errors`:
+``trainers/`` and ``adapt/``, below the methods, import it and never a method's module
+(``tests/test_layering.py``).
 """
 
 from __future__ import annotations
@@ -102,13 +108,12 @@ class MethodSpec:
         return self.distribution != BUILTIN_DISTRIBUTION
 
 
-_TRAINERS = "deciplane.trainers"
-_ADAPT = "deciplane.adapt"
+_HERE = "deciplane.methods"
 
 BUILTIN: tuple[MethodSpec, ...] = (
     MethodSpec(
         name="rlid_ppo", kind="train",
-        target=f"{_TRAINERS}.rlid_ppo:RLiDPPO", config=f"{_TRAINERS}.config:RLiDPPOConfig",
+        target=f"{_HERE}.rlid_ppo:RLiDPPO", config=f"{_HERE}.rlid_ppo:RLiDPPOConfig",
         summary="PPO on the menu agent's decisions (RLiD), optionally + distillation "
                 "combined by CORD and a behaviour-cloning warm start (docs/methods.md §1, §3)",
         paper="Reinforcement Learning in the Decision Plane for Language Agents and LLMs "
@@ -116,30 +121,30 @@ BUILTIN: tuple[MethodSpec, ...] = (
               "Agents",
         ours="the item-head readout (readout: items), the observation views, the prompt "
              "cache and frozen-trunk updates; the losses are the papers' (exact)",
-        evaluates_on="env", greedy=f"{_TRAINERS}.rlid_ppo:greedy_agent"),
+        evaluates_on="env", greedy=f"{_HERE}.rlid_ppo:greedy_agent"),
     MethodSpec(
         name="text_ppo", kind="train",
-        target=f"{_TRAINERS}.text_ppo:TextPPO", config=f"{_TRAINERS}.config:TextPPOConfig",
+        target=f"{_HERE}.text_ppo:TextPPO", config=f"{_HERE}.text_ppo:TextPPOConfig",
         summary="token-level PPO for the free-text agent, optionally with TLM-DRE turn "
                 "weights (tlm_dre.enabled; docs/methods.md §2, §4)",
         paper="PPO / GRPO-family advantages; TLM-DRE: Turn-level Multiscale Density Ratio "
               "Estimation for LLM Agents",
         ours="TLM-DRE is paper-inspired: its exact form is not public, its formulas' "
              "details and every parameter are ours",
-        evaluates_on="env", greedy=f"{_TRAINERS}.text_ppo:greedy_agent"),
+        evaluates_on="env", greedy=f"{_HERE}.text_ppo:greedy_agent"),
     MethodSpec(
         name="math_grpo", kind="train",
-        target=f"{_TRAINERS}.math_grpo:MathGRPO", config=f"{_TRAINERS}.config:MathGRPOConfig",
+        target=f"{_HERE}.math_grpo:MathGRPO", config=f"{_HERE}.math_grpo:MathGRPOConfig",
         summary="GRPO-family training on single-turn verifiable tasks (deciplane/Math-v0; "
                 "docs/methods.md §4)",
         paper="GRPO (DeepSeekMath), with the DAPO clip-higher and token mean, Dr. GRPO and "
               "GSPO variants",
         ours="nothing in the method (exact); the held-out scorer keeps the gold out of the "
              "run",
-        evaluates_on="benchmark", greedy=f"{_TRAINERS}.math_grpo:greedy_answers"),
+        evaluates_on="benchmark", greedy=f"{_HERE}.math_grpo:greedy_answers"),
     MethodSpec(
         name="ttrl", kind="adapt",
-        target=f"{_ADAPT}.ttrl:TTRL", config=f"{_ADAPT}.ttrl:TTRLConfig",
+        target=f"{_HERE}.ttrl:TTRL", config=f"{_HERE}.ttrl:TTRLConfig",
         summary="test-time RL with majority-vote rewards, then held-out scoring "
                 "(docs/methods.md §5.1)",
         paper="TTRL: Test-Time Reinforcement Learning",
@@ -147,7 +152,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
              "sees gold, not even for logging"),
     MethodSpec(
         name="ttpo", kind="adapt",
-        target=f"{_ADAPT}.ttpo:TTPO", config=f"{_ADAPT}.ttpo:TTPOConfig",
+        target=f"{_HERE}.ttpo:TTPO", config=f"{_HERE}.ttpo:TTPOConfig",
         summary="agree-branch self-distillation + disagree-branch RL, then held-out "
                 "scoring (docs/methods.md §5.2)",
         paper="TTPO: test-time policy optimisation (agree-branch on-policy "
@@ -156,7 +161,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
              "support_top_p 0.9 (preset=paper gives the paper's)"),
     MethodSpec(
         name="tasco", kind="adapt",
-        target=f"{_ADAPT}.tasco:TASCO", config=f"{_ADAPT}.tasco:TASCOConfig",
+        target=f"{_HERE}.tasco:TASCO", config=f"{_HERE}.tasco:TASCOConfig",
         summary="prefix-only adaptation of a frozen model (entropy + mu * instability), "
                 "then held-out scoring (docs/tasco.md)",
         paper="TASCO (test-time prefix adaptation by confidence and stability; the paper's "
@@ -165,7 +170,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
              "direction are ours"),
     MethodSpec(
         name="probe-erpo", kind="adapt",
-        target=f"{_ADAPT}.probe_erpo:ProbeERPO", config=f"{_ADAPT}.probe_erpo:ProbeERPOConfig",
+        target=f"{_HERE}.probe_erpo:ProbeERPO", config=f"{_HERE}.probe_erpo:ProbeERPOConfig",
         summary="test-time RL for code (easy-funcs, humaneval): negative updates for low "
                 "probe-consensus programs, then hidden-test scoring (docs/code.md)",
         paper="Entropy-Regularized Rank-Masked Policy Optimization for TTRL in code "

@@ -171,7 +171,7 @@ def agree_branch_kl(student_logp: torch.Tensor, teacher_logp: torch.Tensor | Non
 @dataclass(frozen=True)
 class TTPOLossConfig:
     """TTPO loss settings (paper defaults). The adapter's options are
-    :class:`deciplane.adapt.TTPOConfig`; this is the loss's (0.1 called it ``TTPOConfig``
+    :class:`deciplane.methods.ttpo.TTPOConfig`; this is the loss's (0.1 called it ``TTPOConfig``
     too — that name still imports from here, with a DeprecationWarning)."""
 
     lam: float = option(0.1, ge=0)

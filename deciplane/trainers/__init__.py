@@ -7,17 +7,20 @@ summary = run_training(load_config("configs/quickstart.yaml", ["iterations=4"]),
 summary["eval"]["test"]["success_rate"]
 ```
 
-* :mod:`~deciplane.trainers.config` — one config dataclass per algorithm (``rlid_ppo``,
-  ``text_ppo``, ``math_grpo``), YAML + ``--set key=value`` overrides;
+* :mod:`~deciplane.trainers.config` — the config sections every training method shares
+  (:class:`TrainConfig`, model, env, optimizer, evaluation, warm start, ...), YAML +
+  ``--set key=value`` overrides;
 * :mod:`~deciplane.trainers.algorithm` — the :class:`Algorithm` interface and the typed
   batches; :mod:`~deciplane.trainers.trainer` — :class:`Trainer`, the loop (rollouts,
   epochs, minibatches on the engine's optimizer step, checkpoints, summary);
-* one module per algorithm: :mod:`~deciplane.trainers.rlid_ppo` (RLiD-PPO + CORD),
-  :mod:`~deciplane.trainers.text_ppo` (free-text PPO / TLM-DRE),
-  :mod:`~deciplane.trainers.math_grpo` (single-turn GRPO on Math-v0, on
-  :mod:`deciplane.engine.grpo`); :mod:`~deciplane.trainers.warm_start` (behaviour cloning);
-* :mod:`~deciplane.trainers.run` — the table of algorithms and :func:`run_training`;
-  :mod:`~deciplane.trainers.critic` — the value head of ``advantage: gae``;
+* the training methods are modules of :mod:`deciplane.methods`, each with its config class
+  (:mod:`~deciplane.methods.rlid_ppo`: RLiD-PPO + CORD, :mod:`~deciplane.methods.text_ppo`:
+  free-text PPO / TLM-DRE, :mod:`~deciplane.methods.math_grpo`: single-turn GRPO on
+  Math-v0); what several of them share stays here: :mod:`~deciplane.trainers.warm_start`
+  (behaviour cloning), :mod:`~deciplane.trainers.critic` (the value head of
+  ``advantage: gae``);
+* :mod:`~deciplane.trainers.run` — :func:`run_training` and the algorithms' table (a view
+  of the registry);
 * :mod:`~deciplane.trainers.rollout`, :mod:`~deciplane.trainers.env_suite` — grouped episodes
   over ``gymnasium.vector`` envs; :mod:`~deciplane.engine.checkpoint`,
   :mod:`~deciplane.engine.logger`, :mod:`~deciplane.evaluation.report`.
@@ -32,9 +35,6 @@ from deciplane.utils import lazy_exports
 
 _LAZY = {
     "load_config": "deciplane.trainers.config",
-    "RLiDPPOConfig": "deciplane.trainers.config",
-    "TextPPOConfig": "deciplane.trainers.config",
-    "MathGRPOConfig": "deciplane.trainers.config",
     "run_training": "deciplane.trainers.run",
     "build_policy": "deciplane.trainers.run",
     "build_algorithm": "deciplane.trainers.run",

@@ -1,12 +1,18 @@
-"""Typed training configs: one dataclass per algorithm, loaded from YAML with overrides.
+"""Typed training configs: the sections every training method shares, loaded from YAML
+with overrides.
 
 Every option is a typed field with a docstring right below it (read by
 :func:`describe_config`, shown by ``deciplane train --help-config``). Options with a fixed
 set of values are ``Literal`` types; an unknown value raises
 :class:`~deciplane.errors.ConfigError` that lists the allowed ones.
 
-YAML layout: a top-level ``algorithm:`` selects the dataclass (a training method of
-:mod:`deciplane.methods`); the other keys mirror its fields, nested sections included::
+YAML layout: a top-level ``algorithm:`` selects the config dataclass of a training method of
+:mod:`deciplane.methods` (the registry); each method's config class is a
+:class:`TrainConfig` that lives in the method's own module
+(:class:`~deciplane.methods.rlid_ppo.RLiDPPOConfig`,
+:class:`~deciplane.methods.text_ppo.TextPPOConfig`,
+:class:`~deciplane.methods.math_grpo.MathGRPOConfig`). The other keys mirror its fields,
+nested sections included::
 
     algorithm: rlid_ppo
     model: {name: deciplane/smollm2-135m-instruct, finetune: lora}
@@ -18,13 +24,13 @@ YAML layout: a top-level ``algorithm:`` selects the dataclass (a training method
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import torch
 
+from deciplane._moved import renamed_names
 from deciplane.config import (coerce, deep_merge, describe_config, dump_yaml,
                               field_docs, from_dict, parse_override, read_yaml_mapping,
                               set_dotted, to_dict)
@@ -32,9 +38,6 @@ from deciplane.errors import ConfigError
 from deciplane.methods import MethodTable, load_config_class
 from deciplane.methods import get as get_method
 from deciplane.options import check_options, learning_rate, option
-from deciplane.objectives.policy_loss import PolicyLossConfig
-from deciplane.objectives.rlid import RLiDLossConfig
-from deciplane.objectives.tlm_dre import TLMDRELossConfig
 
 # ---------------------------------------------------------------------------------------
 # Sections shared by the algorithms
@@ -132,26 +135,6 @@ class EvalConfig:
 
 
 @dataclass
-class PromptCacheConfig:
-    """How the menu agent computes its prompts (docs/speed.md "Reuse per row")."""
-
-    mode: Literal["batch", "blocks"] = "batch"
-    """`batch`: one left-padded forward per batch, the prefix shared by the whole batch computed once (suits a GPU). `blocks`: in fixed blocks of `block_tokens` tokens counted from the prompt's start (the rows that need the same block index share one forward); a block met before (an earlier step of the episode, another episode of the group, another evaluation of the same game, with weights the block depends on unchanged) is read from a cache instead of computed. Results are bitwise the same whatever the cache held (resume stays exact); they differ from `batch` by float rounding."""
-    block_tokens: int = option(32, gt=0)
-    """mode=blocks: tokens per block (a changed token recomputes its block and every later one)."""
-    max_gib: float = option(2.0, ge=0)
-    """mode=blocks: memory ceiling of the cache per process in GiB (least-recently-used blocks are evicted; 0 = reuse nothing). A block of SmolLM2-135M read at layer 18 holds ~30 KB per token in fp32."""
-
-    def make(self):
-        """The process's :class:`~deciplane.agents.prompt_cache.BlockCache` (None for `batch`)."""
-        if self.mode != "blocks":
-            return None
-        from deciplane.agents.prompt_cache import BlockCache
-
-        return BlockCache(self.block_tokens, int(self.max_gib * 2 ** 30))
-
-
-@dataclass
 class CheckpointConfig:
     """Atomic checkpoints for exact resume."""
 
@@ -237,22 +220,8 @@ class BCConfig:
             raise ConfigError(f"{prefix}patience must be >= 1, got {self.patience}")
 
 
-@dataclass(frozen=True)
-class TLMDREConfig(TLMDRELossConfig):
-    """Turn-level multiscale density-ratio weighting (paper-inspired, parameters ours): the
-    loss's options (:class:`deciplane.objectives.tlm_dre.TLMDRELossConfig`, one
-    definition) plus whether the trainer uses it."""
-
-    enabled: bool = False
-    """Use the TLM-DRE token loss instead of plain token PPO."""
-
-    def check(self, prefix: str = "") -> None:
-        if self.s_min > self.s_max:
-            raise ConfigError(f"{prefix}s_min ({self.s_min}) must be <= s_max ({self.s_max})")
-
-
 # ---------------------------------------------------------------------------------------
-# Algorithms
+# The fields of every training run (each method's config extends TrainConfig)
 # ---------------------------------------------------------------------------------------
 
 
@@ -319,226 +288,6 @@ def check_eval_workers(workers: int, device_type: str) -> None:
                           "(batched evaluation on the GPU is the fast path)")
 
 
-@dataclass
-class RLiDPPOConfig(TrainConfig):
-    """PPO on menu decisions (RLiD, docs/methods.md §1), optionally + CORD distillation."""
-
-    algorithm: Literal["rlid_ppo"] = "rlid_ppo"
-    """Menu-agent PPO."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment suite."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "gigpo"] = "grpo"
-    """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt, or `gigpo` (GiGPO, arXiv 2505.10978): per decision, the episode's group advantage + gigpo_weight x the step advantage among the group's decisions taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each step."""
-    gamma: float = 1.0
-    """advantage=gae and advantage=gigpo: discount per decision (1.0 = undiscounted; step_penalty then favours shorter wins). gigpo discounts only the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
-    gigpo_weight: float = option(1.0, ge=0)
-    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
-    gigpo_norm: Literal["std", "mean"] = "std"
-    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
-    gae_lambda: float = 0.95
-    """advantage=gae: GAE lambda (0 = one-step TD advantages, 1 = Monte-Carlo return minus the value)."""
-    value_coef: float = 0.5
-    """advantage=gae: weight of the value loss added to the policy loss."""
-    value_clip: float | None = 0.2
-    """advantage=gae: clipped value loss, the value may move at most this far from its rollout estimate per update (null = plain squared error)."""
-    value_lr: float | None = learning_rate(None)
-    """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr); an Adam step moves V by up to ~0.6-0.8 x value_lr x hidden size (the head reads RMS-normalised features): 5e-4 suits SmolLM2 (hidden 576), ~5e-3 deciplane/tiny (64)."""
-    value_detach_trunk: bool = False
-    """advantage=gae: true = the value loss trains only the value head; false = its gradient also reaches the policy's trainable weights (shared trunk)."""
-    gae_normalize: bool = True
-    """advantage=gae: standardise the per-decision advantages over the rollout batch (mean 0, std 1); the value targets are not normalised."""
-    reward: Literal["return", "won"] = "return"
-    """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
-    step_penalty: float = option(0.0, ge=0)
-    """Subtracted per decision from the trajectory reward (favours shorter wins)."""
-    rlid: RLiDLossConfig = field(default_factory=RLiDLossConfig)
-    """The RLiD loss (docs/methods.md §1): eps_low / eps_high (PPO clip, null = symmetric), length_balance, bias_control (menu_kl | entropy | none), beta_menu, entropy_coef, min_group_size. 0.1's top-level clip_eps, clip_eps_high, length_balanced, bias_control, beta_menu, entropy_coef still load, with a warning."""
-    temperature: float = 1.0
-    """Sampling temperature of menu decisions during rollouts."""
-    history: int = 2
-    """Observation history window (last k turns) in the prompt."""
-    readout: Literal["labels", "items"] = "labels"
-    """How the menu agent scores its menu: `labels` (RLiD: the next-token logits of the menu letters) or `items` (ours: a learned rank-`readout_rank` pointer score between the prompt's last hidden state and each entry's mean token state, read at `readout_layer` of the same forward; docs/methods.md §1)."""
-    readout_layer: int | None = None
-    """readout=items: the decoder layer whose input the head reads (null = the final, normed output). Forwards stop there (the layers above it are never used) and model.lora_last_layers counts the layers below it. With model.finetune=head (or a head below every adapter) only the head learns, and its update runs the head alone on states kept by the rollout."""
-    readout_rank: int = 16
-    """readout=items: rank of the head's bilinear score."""
-    readout_head: Literal["bilinear", "mlp"] = "bilinear"
-    """readout=items: the head's form. `bilinear`: the rank-`readout_rank` score alone (SmolLM2 at rank 16: 18k parameters). `mlp`: more capacity with the trunk still frozen: a residual MLP (width `readout_mlp_hidden`, GELU, its output layer zero at init, so the untrained head is the bilinear one) on the normed decision state and one on the normed entry states before the same score (SmolLM2, width 256: +591k parameters). It reads the same states, so it disables nothing: the prompt cache stays valid across updates and a head below the trainable layers still updates alone; a decision costs ~2 x hidden x width multiply-adds per state more (docs/training.md "Capacity during RL")."""
-    readout_mlp_hidden: int = option(256, gt=0)
-    """readout_head=mlp: width of each MLP's hidden layer."""
-    readout_mlp_warm_start: bool = False
-    """readout_head=mlp: also train the MLPs in the behaviour-cloning warm start. false: the warm start trains the bilinear score alone (the MLPs are the identity until RL, so BC-only equals that of readout_head=bilinear with the same seed) and the MLPs start learning in RL."""
-    prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
-    """How the menu agent computes its prompts: one batched forward, or in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
-    frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
-    """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
-    distill: DistillConfig = field(default_factory=DistillConfig)
-    """RL + distillation with CORD."""
-    bc: BCConfig = field(default_factory=BCConfig)
-    """Behaviour-cloning warm start."""
-
-    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
-        "clip_eps": "rlid.eps_low", "clip_eps_high": "rlid.eps_high",
-        "length_balanced": "rlid.length_balance", "bias_control": "rlid.bias_control",
-        "beta_menu": "rlid.beta_menu", "entropy_coef": "rlid.entropy_coef"}
-
-    def check(self, prefix: str = "") -> None:
-        super().check(prefix)
-        if self.advantage == "rloo" and self.env.group_size < 2:
-            raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
-        if self.bc.noise:
-            raise ConfigError("bc.noise is for the menu agent (algorithm: rlid_ppo): the text "
-                              "agent's warm start clones the command played, so set bc.noise: 0")
-        if self.model.finetune == "head" and self.readout != "items":
-            raise ConfigError("model.finetune=head trains only the item head: set readout: items")
-        if self.readout_rank < 1:
-            raise ConfigError(f"readout_rank must be >= 1, got {self.readout_rank}")
-        if self.readout_head != "bilinear" and self.readout != "items":
-            raise ConfigError(f"readout_head={self.readout_head} is the item head's form: set "
-                              "readout: items, or leave readout_head: bilinear")
-        if self.readout_layer is not None and self.readout_layer < 1:
-            raise ConfigError(f"readout_layer must be >= 1 (a decoder layer) or null (the final "
-                              f"output), got {self.readout_layer}")
-        _validate_gae(self)
-
-
-@dataclass
-class TextPPOConfig(TrainConfig):
-    """Token-level PPO for the free-text agent, optionally with TLM-DRE turn weights."""
-
-    algorithm: Literal["text_ppo"] = "text_ppo"
-    """Free-text agent PPO."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment suite."""
-    style: Literal["react", "action"] = "action"
-    """Free-text agent prompt style."""
-    max_new_tokens: int = option(12, gt=0)
-    """Generated tokens per turn."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gigpo"] = "grpo"
-    """Episode-level group advantage estimator, or `gigpo` (GiGPO, arXiv 2505.10978): per turn, the episode's group advantage + gigpo_weight x the step advantage among the group's turns taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each turn; every token of a turn gets its turn's advantage."""
-    gamma: float = option(1.0, ge=0, le=1)
-    """advantage=gigpo: discount per turn of the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
-    gigpo_weight: float = option(1.0, ge=0)
-    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
-    gigpo_norm: Literal["std", "mean"] = "std"
-    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
-    reward: Literal["return", "won"] = "return"
-    """Trajectory reward: summed env reward or 1/0 for won."""
-    step_penalty: float = option(0.0, ge=0)
-    """Subtracted per turn from the trajectory reward."""
-    invalid_penalty: float = option(0.0, ge=0)
-    """Subtracted per invalid (unmatched) command."""
-    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
-    """The token-level PPO loss (docs/methods.md, GRPO family): eps_low / eps_high (ratio clip, null = symmetric), ratio, aggregation token_mean, no KL reference (kl_beta: 0). 0.2's top-level clip_eps, clip_eps_high still load, with a warning."""
-    temperature: float = 1.0
-    """Sampling temperature."""
-    history: int = 2
-    """Observation history window."""
-    tlm_dre: TLMDREConfig = field(default_factory=TLMDREConfig)
-    """Turn-level weighting."""
-    bc: BCConfig = field(default_factory=BCConfig)
-    """Behaviour-cloning warm start: teacher forcing of the expert's command text."""
-
-    CONFIG_ALIASES: ClassVar[dict[str, str]] = {"clip_eps": "loss.eps_low",
-                                                "clip_eps_high": "loss.eps_high"}
-
-    def check(self, prefix: str = "") -> None:
-        super().check(prefix)
-        if self.advantage == "rloo" and self.env.group_size < 2:
-            raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
-        if self.advantage == "gigpo" and self.tlm_dre.enabled:
-            raise ConfigError("advantage=gigpo gives one advantage per turn, but TLM-DRE "
-                              "weights one per trajectory: set tlm_dre.enabled: false or "
-                              "advantage: grpo")
-        if self.loss.kl_beta > 0:
-            raise ConfigError("text_ppo keeps no reference model: set loss.kl_beta: 0")
-        if self.loss.aggregation != "token_mean":
-            raise ConfigError("text_ppo's update is a mean over response tokens (micro-batches "
-                              "weighted by their token counts): set loss.aggregation: token_mean")
-
-
-@dataclass
-class MathGRPOConfig(TrainConfig):
-    """GRPO-family training on single-turn verifiable tasks (Math-v0)."""
-
-    algorithm: Literal["math_grpo"] = "math_grpo"
-    """Single-turn GRPO."""
-    benchmark: str = "arith"
-    """Math-v0 benchmark name."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Extra kwargs for deciplane/Math-v0."""
-    prompts_per_step: int = option(8, gt=0)
-    """Prompts sampled per iteration."""
-    group_size: int = option(8, gt=0)
-    """Responses per prompt (the GRPO group)."""
-    max_new_tokens: int = option(24, gt=0)
-    """Generated tokens per response."""
-    temperature: float = 0.7
-    """Sampling temperature."""
-    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
-    """Group advantage estimator (dr_grpo also sums each sequence over the generation limit: loss.aggregation becomes seq_sum_const)."""
-    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
-    """The GRPO-family loss (docs/methods.md, GRPO family): eps_low, eps_high (null = symmetric; DAPO clip-higher: 0.28), ratio (token, or sequence for GSPO), aggregation (token_mean, seq_mean, seq_sum_const; max_len defaults to max_new_tokens), kl_beta (KL to the frozen reference), kl_estimator. 0.2's top-level clip, clip_eps, clip_eps_high, aggregation, kl_coef (0.1: beta) still load, with a warning."""
-    eval_problems: int | None = 64
-    """Test problems for before/after accuracy (null = the whole split)."""
-    eval_max_new_tokens: int = option(24, gt=0)
-    """Tokens generated per answer in evaluation (greedy)."""
-
-    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
-        "clip_eps": "loss.eps_low", "aggregation": "loss.aggregation",
-        "kl_coef": "loss.kl_beta", "beta": "loss.kl_beta"}
-    VALUE_ALIASES: ClassVar[dict[str, dict[str, str]]] = {
-        "aggregation": {"token": "token_mean", "sequence": "seq_mean"}}
-
-    @staticmethod
-    def legacy_options(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-        """0.2's ``clip`` choice (with ``clip_eps_high``, read only under clip_higher) as
-        the loss's own fields: clip_higher sets ``loss.eps_high``, gspo ``loss.ratio``."""
-        if "clip" not in raw and "clip_eps_high" not in raw:
-            return raw
-        out = dict(raw)
-        clip = out.pop("clip", "symmetric")
-        high = out.pop("clip_eps_high", 0.28)
-        if clip not in ("symmetric", "clip_higher", "gspo"):
-            raise ConfigError(f"{prefix}clip = {clip!r} is not allowed; allowed values: "
-                              "'symmetric', 'clip_higher', 'gspo' (now loss.eps_high and "
-                              "loss.ratio)")
-        warnings.warn(f"config options {prefix}clip / {prefix}clip_eps_high are "
-                      f"now {prefix}loss.eps_high and {prefix}loss.ratio (the old names go "
-                      "away in the next release)", DeprecationWarning,
-                      stacklevel=4)
-        loss = dict(out.get("loss") or {})
-        key, value = {"clip_higher": ("eps_high", high), "gspo": ("ratio", "sequence"),
-                      "symmetric": (None, None)}[clip]
-        if key is not None:
-            if key in loss:
-                raise ConfigError(f"{prefix}clip={clip} is the old form of {prefix}loss.{key}; "
-                                  f"give only {prefix}loss.{key}")
-            loss[key] = value
-        out["loss"] = loss
-        return out
-
-    def policy_loss(self) -> PolicyLossConfig:
-        """The loss as the update uses it: ``max_len`` (null) is the generation limit,
-        and advantage=dr_grpo sums each sequence over it (seq_sum_const)."""
-        loss = self.loss
-        if loss.max_len is None:
-            loss = replace(loss, max_len=self.max_new_tokens)
-        if self.advantage == "dr_grpo":
-            loss = replace(loss, aggregation="seq_sum_const")
-        return loss
-
-    def check(self, prefix: str = "") -> None:
-        super().check(prefix)
-        if self.advantage == "rloo" and self.group_size < 2:
-            raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
-        if self.env_workers.backend != "local":
-            raise ConfigError("math_grpo scores single-turn answers in this process; "
-                              "env_workers.backend must be local (ray applies to rlid_ppo "
-                              "and text_ppo rollouts)")
-
-
 CONFIGS = MethodTable("train", load_config_class)
 """algorithm name -> config dataclass: a read-only view of :mod:`deciplane.methods` (the
 registry; new code calls ``load_config_class(get(name, "train"))``)."""
@@ -569,27 +318,13 @@ def validate(obj: Any, prefix: str = "") -> None:
         check(prefix)
 
 
-def _validate_gae(obj: "RLiDPPOConfig") -> None:
-    """Ranges of the critic options (checked whatever the estimator, so a typo is caught
-    before a run switches to advantage=gae)."""
-    for name in ("gamma", "gae_lambda"):
-        v = getattr(obj, name)
-        if not 0.0 <= v <= 1.0:
-            raise ConfigError(f"{name} = {v} must be in [0, 1] (1.0 = no discounting / "
-                              "Monte-Carlo); e.g. --set gamma=0.99")
-    if obj.value_coef < 0:
-        raise ConfigError(f"value_coef = {obj.value_coef} must be >= 0")
-    if obj.advantage == "gae" and obj.value_coef == 0:
-        raise ConfigError("advantage=gae with value_coef = 0: the value head would never "
-                          "learn; set value_coef > 0 (e.g. 0.5) or use advantage=grpo")
-    if obj.value_clip is not None and obj.value_clip <= 0:
-        raise ConfigError(f"value_clip = {obj.value_clip} must be > 0, or null for an "
-                          "unclipped value loss")
+# the method configs that lived here until 0.3 (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__)
 
 
 __all__ = ["CONFIGS", "load_config", "validate", "ModelConfig", "EnvConfig", "OptimConfig",
-           "EvalConfig", "PlanConfig", "CheckpointConfig", "DistillConfig", "BCConfig", "TLMDREConfig",
-           "TrainConfig", "RLiDPPOConfig", "TextPPOConfig", "MathGRPOConfig",
+           "EvalConfig", "PlanConfig", "CheckpointConfig", "DistillConfig", "BCConfig",
+           "TrainConfig",
            # re-exported from deciplane.config (their home since 0.2)
            "coerce", "from_dict", "parse_override", "to_dict", "dump_yaml", "field_docs",
            "describe_config"]

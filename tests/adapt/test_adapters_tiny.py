@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 
-from deciplane.adapt import TTPO, TTRL, TTPOConfig, TTRLConfig
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.errors import ConfigError
+from deciplane.methods.ttpo import TTPO, TTPOConfig
+from deciplane.methods.ttrl import TTRL, TTRLConfig
 
 
 @pytest.fixture(scope="module")

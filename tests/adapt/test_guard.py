@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from deciplane.adapt import TTRL, TTRLConfig
 from deciplane.adapt.guard import CollapseGuard, collapse_reasons, step_signals
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.errors import ConfigError
+from deciplane.methods.ttrl import TTRL, TTRLConfig
 
 RUNS = Path(__file__).parent / "data" / "guard_signals.json"
 

@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deciplane.adapt import TASCO, TTPO, TTRL, Adapter, TTRLConfig
+from deciplane.adapt import Adapter
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
+from deciplane.methods.tasco import TASCO
+from deciplane.methods.ttpo import TTPO
+from deciplane.methods.ttrl import TTRL, TTRLConfig
 from deciplane.types import UnlabeledTask
 
 ROOT = Path(__file__).resolve().parents[2]

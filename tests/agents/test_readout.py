@@ -80,7 +80,7 @@ def test_spans_cover_each_entry_and_probabilities_live_on_the_menu(name):
 
 
 def test_masked_entries_get_zero_in_the_objectives_softmax():
-    from deciplane.trainers.rlid_ppo import pad_menu_log_probs
+    from deciplane.methods.rlid_ppo import pad_menu_log_probs
 
     agent = MenuAgent(_items_policy(), readout="items")
     lp, mask = pad_menu_log_probs(agent.menu_log_probs(agent.act(OBS, MENUS, seed=0)))

@@ -202,7 +202,7 @@ def test_math_run_on_its_benchmark(tmp_path):
     """A 1-iteration math GRPO run: --benchmark arith --limit 4 reproduces the run's own
     held-out evaluation (same prompt, token budget, first 4 test tasks)."""
     from deciplane.envs import load_benchmark
-    from deciplane.trainers.math_grpo import MathGRPO
+    from deciplane.methods.math_grpo import MathGRPO
     from deciplane.engine.generation import generate_texts
 
     run = tmp_path / "math"

@@ -49,10 +49,10 @@ def test_unknown_or_wrong_kind_lists_the_choices():
 
 def test_old_tables_are_read_only_views_of_the_registry():
     from deciplane.adapt.runner import ADAPTERS
-    from deciplane.adapt.ttrl import TTRL
+    from deciplane.methods.ttrl import TTRL
     from deciplane.trainers import ALGORITHMS as LAZY_ALGORITHMS
-    from deciplane.trainers.config import CONFIGS, RLiDPPOConfig
-    from deciplane.trainers.rlid_ppo import RLiDPPO
+    from deciplane.trainers.config import CONFIGS
+    from deciplane.methods.rlid_ppo import RLiDPPO, RLiDPPOConfig
     from deciplane.trainers.run import ALGORITHMS
 
     assert list(ALGORITHMS) == list(CONFIGS) == TRAIN and list(ADAPTERS) == ADAPT
@@ -91,16 +91,16 @@ def test_methods_command_lists_every_method():
 PLUGINS = {
     # distribution -> (entry point name, module source)
     "my-tta": ("my-ttrl", 'SPEC = MethodSpec(name="my-ttrl", kind="adapt", '
-                          'target="deciplane.adapt.ttrl:TTRL", '
-                          'config="deciplane.adapt.ttrl:TTRLConfig", '
+                          'target="deciplane.methods.ttrl:TTRL", '
+                          'config="deciplane.methods.ttrl:TTRLConfig", '
                           'summary="TTRL under a name of its own")'),
     "lazy-method": ("lazy_pg", 'SPEC = MethodSpec(name="lazy_pg", kind="train", '
                                'target="not_installed_impl:PG", '
                                'config="not_installed_impl:PGConfig", summary="lazy")'),
     "broken-method": ("broken", "import no_such_package_anywhere\nSPEC = None"),
     "clashing-method": ("ttrl", 'SPEC = MethodSpec(name="ttrl", kind="adapt", '
-                                'target="deciplane.adapt.ttpo:TTPO", '
-                                'config="deciplane.adapt.ttpo:TTPOConfig", summary="x")'),
+                                'target="deciplane.methods.ttpo:TTPO", '
+                                'config="deciplane.methods.ttpo:TTPOConfig", summary="x")'),
     "not-a-spec": ("notspec", 'SPEC = "notspec"'),
 }
 
@@ -133,7 +133,7 @@ def test_plugins_join_the_registry_and_bad_ones_are_left_out_with_a_warning(plug
     assert "'ttrl' of clashing-method is left out: the name is taken by deciplane's" in messages
     assert "'notspec' of not-a-spec is left out" in messages and "not a deciplane" in messages
     assert found["my-ttrl"].distribution == "my-tta" and found["my-ttrl"].plugin
-    assert found["ttrl"].target == "deciplane.adapt.ttrl:TTRL"        # the built-in stays
+    assert found["ttrl"].target == "deciplane.methods.ttrl:TTRL"        # the built-in stays
     assert names("adapt") == ADAPT + ["my-ttrl"] and names("train") == TRAIN + ["lazy_pg"]
 
 

@@ -8,8 +8,10 @@ import pytest
 
 from deciplane.errors import ConfigError
 from deciplane.methods import get, load_config_class, names
-from deciplane.trainers.config import (MathGRPOConfig, RLiDPPOConfig, TextPPOConfig,
-                                       describe_config, dump_yaml, field_docs, load_config,
+from deciplane.methods.math_grpo import MathGRPOConfig
+from deciplane.methods.rlid_ppo import RLiDPPOConfig
+from deciplane.methods.text_ppo import TextPPOConfig
+from deciplane.trainers.config import (describe_config, dump_yaml, field_docs, load_config,
                                        parse_override)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import torch
 from deciplane.errors import ConfigError
 from deciplane.objectives.rlid import rlid_loss
 from deciplane.engine import checkpoint as ckpt
-from deciplane.trainers.rlid_ppo import menu_ids, pad_menu_log_probs
-from deciplane.trainers.config import describe_config, load_config, RLiDPPOConfig
+from deciplane.methods.rlid_ppo import RLiDPPOConfig, menu_ids, pad_menu_log_probs
+from deciplane.trainers.config import describe_config, load_config
 from deciplane.trainers.critic import (Critic, LastHidden, ValueHead, explained_variance,
                                        flat_to_turns, gae_advantages, turn_rewards,
                                        value_loss)

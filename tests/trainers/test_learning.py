@@ -11,7 +11,7 @@ import torch
 
 from deciplane.objectives.advantages import varied_group_share
 from deciplane.trainers.config import load_config
-from deciplane.trainers.rlid_ppo import bc_valid_episodes
+from deciplane.methods.rlid_ppo import bc_valid_episodes
 from deciplane.trainers.warm_start import EarlyStopping, run_bc_epochs
 
 

@@ -8,7 +8,7 @@ import torch
 
 from deciplane.engine.optim import combine_gradients
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
-from deciplane.trainers.rlid_ppo import group_advantages, menu_ids, pad_menu_log_probs
+from deciplane.methods.rlid_ppo import group_advantages, menu_ids, pad_menu_log_probs
 from deciplane.trainers.config import DistillConfig
 from deciplane.trainers.rollout import (RolloutStats, collect_menu_episodes, make_vector_env,
                                         trajectory_rewards)

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from deciplane.adapt import ProbeERPO, ProbeERPOConfig
 from deciplane.adapt.runner import build_config
-from deciplane.adapt.probe_erpo import (consensus_choice, consensus_pcr, fuzz_probes,
-                                        is_valid_signature, merge_probes, parse_model_probes,
-                                        parse_signature, probe_prompt)
+from deciplane.methods.probe_erpo import (ProbeERPO, ProbeERPOConfig, consensus_choice,
+                                         consensus_pcr, fuzz_probes, is_valid_signature,
+                                         merge_probes, parse_model_probes, parse_signature,
+                                         probe_prompt)
 from deciplane.agents import load_policy
 from deciplane.envs import load_benchmark
 from deciplane.errors import ConfigError
@@ -75,7 +75,7 @@ def test_probe_prompt_is_the_statement_only():
 
 def test_adapter_has_no_path_to_hidden_tests():
     """Nothing Probe-ERPO imports leads to labelled items, the scorer or the judge."""
-    src = Path(__import__("deciplane.adapt.probe_erpo", fromlist=["x"]).__file__).read_text()
+    src = Path(__import__("deciplane.methods.probe_erpo", fromlist=["x"]).__file__).read_text()
     mods = set()
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.ImportFrom):

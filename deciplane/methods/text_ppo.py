@@ -4,11 +4,15 @@ weights (docs/methods.md, TLM-DRE: paper-inspired, parameters ours).
 Trajectory-level units: every turn's response tokens are scored under their own prompt
 (:func:`deciplane.engine.logprobs.sequence_logprobs`) and concatenated with a
 token-to-turn id tensor, so token losses keep the turn of every token.
+
+The method is this module: its config :class:`TextPPOConfig` (with :class:`TLMDREConfig`,
+its turn-weighting section) is defined here, above the algorithm :class:`TextPPO`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -18,17 +22,97 @@ from deciplane.engine.logprobs import sequence_logprobs
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.errors import ConfigError
 from deciplane.objectives.advantages import is_degenerate_batch
-from deciplane.objectives.policy_loss import policy_loss
-from deciplane.objectives.tlm_dre import tlm_dre_loss
+from deciplane.objectives.policy_loss import PolicyLossConfig, policy_loss
+from deciplane.objectives.tlm_dre import TLMDRELossConfig, tlm_dre_loss
+from deciplane.options import option
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.engine.checkpoint import iteration_seed
-from deciplane.trainers.config import TextPPOConfig
+from deciplane.trainers.config import BCConfig, EnvConfig, TrainConfig
 from deciplane.trainers.env_suite import EnvSuite
-from deciplane.trainers.rlid_ppo import gigpo_turn_advantages, group_advantages
+from deciplane.methods.rlid_ppo import gigpo_turn_advantages, group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, run_bc_epochs, text_bc_loss)
 from deciplane.types import Trajectory
+
+
+# ---------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TLMDREConfig(TLMDRELossConfig):
+    """Turn-level multiscale density-ratio weighting (paper-inspired, parameters ours): the
+    loss's options (:class:`deciplane.objectives.tlm_dre.TLMDRELossConfig`, one
+    definition) plus whether the trainer uses it."""
+
+    enabled: bool = False
+    """Use the TLM-DRE token loss instead of plain token PPO."""
+
+    def check(self, prefix: str = "") -> None:
+        if self.s_min > self.s_max:
+            raise ConfigError(f"{prefix}s_min ({self.s_min}) must be <= s_max ({self.s_max})")
+
+
+@dataclass
+class TextPPOConfig(TrainConfig):
+    """Token-level PPO for the free-text agent, optionally with TLM-DRE turn weights."""
+
+    algorithm: Literal["text_ppo"] = "text_ppo"
+    """Free-text agent PPO."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment suite."""
+    style: Literal["react", "action"] = "action"
+    """Free-text agent prompt style."""
+    max_new_tokens: int = option(12, gt=0)
+    """Generated tokens per turn."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gigpo"] = "grpo"
+    """Episode-level group advantage estimator, or `gigpo` (GiGPO, arXiv 2505.10978): per turn, the episode's group advantage + gigpo_weight x the step advantage among the group's turns taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each turn; every token of a turn gets its turn's advantage."""
+    gamma: float = option(1.0, ge=0, le=1)
+    """advantage=gigpo: discount per turn of the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
+    gigpo_weight: float = option(1.0, ge=0)
+    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
+    gigpo_norm: Literal["std", "mean"] = "std"
+    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
+    reward: Literal["return", "won"] = "return"
+    """Trajectory reward: summed env reward or 1/0 for won."""
+    step_penalty: float = option(0.0, ge=0)
+    """Subtracted per turn from the trajectory reward."""
+    invalid_penalty: float = option(0.0, ge=0)
+    """Subtracted per invalid (unmatched) command."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """The token-level PPO loss (docs/methods.md, GRPO family): eps_low / eps_high (ratio clip, null = symmetric), ratio, aggregation token_mean, no KL reference (kl_beta: 0). 0.2's top-level clip_eps, clip_eps_high still load, with a warning."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    history: int = 2
+    """Observation history window."""
+    tlm_dre: TLMDREConfig = field(default_factory=TLMDREConfig)
+    """Turn-level weighting."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Behaviour-cloning warm start: teacher forcing of the expert's command text."""
+
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {"clip_eps": "loss.eps_low",
+                                                "clip_eps_high": "loss.eps_high"}
+
+    def check(self, prefix: str = "") -> None:
+        super().check(prefix)
+        if self.advantage == "rloo" and self.env.group_size < 2:
+            raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.advantage == "gigpo" and self.tlm_dre.enabled:
+            raise ConfigError("advantage=gigpo gives one advantage per turn, but TLM-DRE "
+                              "weights one per trajectory: set tlm_dre.enabled: false or "
+                              "advantage: grpo")
+        if self.loss.kl_beta > 0:
+            raise ConfigError("text_ppo keeps no reference model: set loss.kl_beta: 0")
+        if self.loss.aggregation != "token_mean":
+            raise ConfigError("text_ppo's update is a mean over response tokens (micro-batches "
+                              "weighted by their token counts): set loss.aggregation: token_mean")
+
+
+# ---------------------------------------------------------------------------------------
+# The algorithm
+# ---------------------------------------------------------------------------------------
 
 
 def greedy_agent(config: TextPPOConfig, policy: Any) -> TextAgent:

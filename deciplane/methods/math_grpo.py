@@ -5,11 +5,16 @@ Rollouts and the update come from :mod:`deciplane.engine` (sampling and
 update runs on the training loop's optimizer, which the loop checkpoints); the reward is the environment's math-verify check on the
 *train* split; before/after accuracy comes from the held-out scorer on the test split
 (gold in the scorer's process, greedy answers).
+
+The method is this module: its config :class:`MathGRPOConfig`, the algorithm
+:class:`MathGRPO` and its held-out answers :func:`greedy_answers`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -21,8 +26,93 @@ from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.engine.trunk import trunk_boundary
 from deciplane.engine.optim import Optimizer
 from deciplane.benchmarks import load_benchmark
+from deciplane.errors import ConfigError
+from deciplane.objectives.policy_loss import PolicyLossConfig
+from deciplane.options import option
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, SampleGroups
-from deciplane.trainers.config import MathGRPOConfig
+from deciplane.trainers.config import TrainConfig
+
+
+@dataclass
+class MathGRPOConfig(TrainConfig):
+    """GRPO-family training on single-turn verifiable tasks (Math-v0)."""
+
+    algorithm: Literal["math_grpo"] = "math_grpo"
+    """Single-turn GRPO."""
+    benchmark: str = "arith"
+    """Math-v0 benchmark name."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra kwargs for deciplane/Math-v0."""
+    prompts_per_step: int = option(8, gt=0)
+    """Prompts sampled per iteration."""
+    group_size: int = option(8, gt=0)
+    """Responses per prompt (the GRPO group)."""
+    max_new_tokens: int = option(24, gt=0)
+    """Generated tokens per response."""
+    temperature: float = 0.7
+    """Sampling temperature."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp"] = "grpo"
+    """Group advantage estimator (dr_grpo also sums each sequence over the generation limit: loss.aggregation becomes seq_sum_const)."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """The GRPO-family loss (docs/methods.md, GRPO family): eps_low, eps_high (null = symmetric; DAPO clip-higher: 0.28), ratio (token, or sequence for GSPO), aggregation (token_mean, seq_mean, seq_sum_const; max_len defaults to max_new_tokens), kl_beta (KL to the frozen reference), kl_estimator. 0.2's top-level clip, clip_eps, clip_eps_high, aggregation, kl_coef (0.1: beta) still load, with a warning."""
+    eval_problems: int | None = 64
+    """Test problems for before/after accuracy (null = the whole split)."""
+    eval_max_new_tokens: int = option(24, gt=0)
+    """Tokens generated per answer in evaluation (greedy)."""
+
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "clip_eps": "loss.eps_low", "aggregation": "loss.aggregation",
+        "kl_coef": "loss.kl_beta", "beta": "loss.kl_beta"}
+    VALUE_ALIASES: ClassVar[dict[str, dict[str, str]]] = {
+        "aggregation": {"token": "token_mean", "sequence": "seq_mean"}}
+
+    @staticmethod
+    def legacy_options(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        """0.2's ``clip`` choice (with ``clip_eps_high``, read only under clip_higher) as
+        the loss's own fields: clip_higher sets ``loss.eps_high``, gspo ``loss.ratio``."""
+        if "clip" not in raw and "clip_eps_high" not in raw:
+            return raw
+        out = dict(raw)
+        clip = out.pop("clip", "symmetric")
+        high = out.pop("clip_eps_high", 0.28)
+        if clip not in ("symmetric", "clip_higher", "gspo"):
+            raise ConfigError(f"{prefix}clip = {clip!r} is not allowed; allowed values: "
+                              "'symmetric', 'clip_higher', 'gspo' (now loss.eps_high and "
+                              "loss.ratio)")
+        warnings.warn(f"config options {prefix}clip / {prefix}clip_eps_high are "
+                      f"now {prefix}loss.eps_high and {prefix}loss.ratio (the old names go "
+                      "away in the next release)", DeprecationWarning,
+                      stacklevel=4)
+        loss = dict(out.get("loss") or {})
+        key, value = {"clip_higher": ("eps_high", high), "gspo": ("ratio", "sequence"),
+                      "symmetric": (None, None)}[clip]
+        if key is not None:
+            if key in loss:
+                raise ConfigError(f"{prefix}clip={clip} is the old form of {prefix}loss.{key}; "
+                                  f"give only {prefix}loss.{key}")
+            loss[key] = value
+        out["loss"] = loss
+        return out
+
+    def policy_loss(self) -> PolicyLossConfig:
+        """The loss as the update uses it: ``max_len`` (null) is the generation limit,
+        and advantage=dr_grpo sums each sequence over it (seq_sum_const)."""
+        loss = self.loss
+        if loss.max_len is None:
+            loss = replace(loss, max_len=self.max_new_tokens)
+        if self.advantage == "dr_grpo":
+            loss = replace(loss, aggregation="seq_sum_const")
+        return loss
+
+    def check(self, prefix: str = "") -> None:
+        super().check(prefix)
+        if self.advantage == "rloo" and self.group_size < 2:
+            raise ConfigError("advantage=rloo needs group_size >= 2 (leave-one-out baseline)")
+        if self.env_workers.backend != "local":
+            raise ConfigError("math_grpo scores single-turn answers in this process; "
+                              "env_workers.backend must be local (ray applies to rlid_ppo "
+                              "and text_ppo rollouts)")
+
 
 SYSTEM_PROMPT = "Solve the math problem. Give the final answer as a number."
 

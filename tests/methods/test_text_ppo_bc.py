@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from deciplane.agents.text import extract_command, normalise
-from deciplane.trainers.text_ppo import TextPPO
+from deciplane.methods.text_ppo import TextPPO
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
                                            expert_command_ids, text_bc_loss)
 from deciplane.engine.checkpoint import iteration_seed

@@ -7,10 +7,10 @@ import logging
 
 import torch
 
-import deciplane.adapt.ttrl as ttrl_mod
-from deciplane.adapt import TTRL, TTRLConfig
+import deciplane.methods.ttrl as ttrl_mod
 from deciplane.adapt.base import vote
 from deciplane.agents import load_policy
+from deciplane.methods.ttrl import TTRL, TTRLConfig
 from deciplane.objectives import PolicyLossConfig
 from deciplane.types import UnlabeledTask
 
@@ -60,7 +60,7 @@ def test_all_invalid_prompts_are_skipped_without_update(monkeypatch, tiny_settin
 def test_ties_are_deterministic_and_logged(monkeypatch, caplog, tiny_settings):
     _fixed_answers(monkeypatch, ["2", "3", "3", "2", None])
     ad = _adapter(tiny_settings)
-    with caplog.at_level(logging.INFO, logger="deciplane.adapt.ttrl"):
+    with caplog.at_level(logging.INFO, logger="deciplane.methods.ttrl"):
         ad.run(TASKS)
     assert [v.majority for v in ad.records.votes] == ["2", "2"]
     assert ad.records.ties == 2

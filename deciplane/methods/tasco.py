@@ -30,11 +30,12 @@ Prefix and generation
     generation equals a step-by-step decode through the PEFT forward (tested).
 
 Compute
-    Everything is counted in ``adapter.budget``; :func:`forward_token_equivalents` turns
-    it into forward-token equivalents (generation prefill + generated tokens +
-    teacher-forced forward tokens + 2 x backpropagated tokens). The runner's equal-budget
-    baselines (majority vote and best-of-N by mean token log-prob) get as many samples
-    per task as that budget buys.
+    Everything is counted in ``adapter.budget``;
+    :func:`~deciplane.engine.budget.forward_token_equivalents` turns it into
+    forward-token equivalents (generation prefill + generated tokens + teacher-forced
+    forward tokens + 2 x backpropagated tokens). The runner's equal-budget baselines
+    (majority vote and best-of-N by mean token log-prob,
+    :mod:`deciplane.adapt.equal_compute`) get as many samples per task as that budget buys.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import torch
 from torch import nn
 
+from deciplane._moved import renamed_names
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.options import learning_rate, option
@@ -62,15 +64,6 @@ from deciplane.types import UnlabeledTask
 # ---------------------------------------------------------------------------------------
 # Pure helpers
 # ---------------------------------------------------------------------------------------
-
-
-def forward_token_equivalents(budget: Budget | dict) -> int:
-    """Compute of a budget in forward-token equivalents: generation (prefill + generated
-    tokens) + teacher-forced forward tokens + 2 x backpropagated tokens (a backward costs
-    about two forwards). Prefix (virtual) tokens are never forwarded, so never counted."""
-    b = budget.as_dict() if isinstance(budget, Budget) else budget
-    return int(b["prefill_tokens"] + b["generated_tokens"] + b["forward_tokens"]
-               + 2 * b["backward_tokens"])
 
 
 def weights_sha256(module: nn.Module, skip: str = "prompt_encoder") -> str:
@@ -114,41 +107,6 @@ def instability(clean_logits: torch.Tensor, perturbed: Sequence[torch.Tensor],
     from deciplane.objectives.tasco import consistency_kl
 
     return torch.stack([consistency_kl(clean_logits, p, mask) for p in perturbed]).mean()
-
-
-def best_of_n_index(mean_logprobs: Sequence[float], answers: Sequence[str | None]) -> int | None:
-    """Index of the sample with the highest mean token log-prob among those with an
-    answer (first on ties); ``None`` when no sample has one."""
-    best = None
-    for i, (lp, a) in enumerate(zip(mean_logprobs, answers)):
-        if a is None or a == "":
-            continue
-        if best is None or lp > mean_logprobs[best]:
-            best = i
-    return best
-
-
-def equal_compute_baselines(policy, prompts: Sequence[str], *, votes: int, max_new_tokens: int,
-                            temperature: float, top_p: float, seed: int, budget: Budget,
-                            prompts_per_batch: int = 8) -> dict[str, list]:
-    """``votes`` samples per prompt from ``policy`` (no adaptation) and two answers from
-    the same samples: the majority vote and best-of-N by mean token log-prob (no gold).
-    Returns ``{"majority": [...], "best_of_n": [...], "samples": [[answer, ...], ...]}``
-    ("" where no sample has an answer)."""
-    gens = generate(policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
-                    do_sample=True, num_return_sequences=votes, top_p=top_p, seed=seed,
-                    budget=budget, prompts_per_batch=prompts_per_batch)
-    per: list[list[str | None]] = [[] for _ in prompts]
-    lps: list[list[float]] = [[] for _ in prompts]
-    for g, a in zip(gens, extract([g.text for g in gens])):
-        per[g.prompt_index].append(a)
-        n = int(g.response_logprobs.numel())
-        lps[g.prompt_index].append(float(g.response_logprobs.sum()) / n if n else -math.inf)
-    bon = []
-    for answers, lp in zip(per, lps):
-        i = best_of_n_index(lp, answers)
-        bon.append("" if i is None else answers[i])
-    return {"majority": [vote(a).answer or "" for a in per], "best_of_n": bon, "samples": per}
 
 
 # ---------------------------------------------------------------------------------------
@@ -507,6 +465,9 @@ class TASCO(BaseAdapter):
         return pm, pm.policy(policy)
 
 
+# the runner's helpers that lived here until 0.3 (deciplane._moved.RENAMED)
+__getattr__ = renamed_names(__name__)
+
+
 __all__ = ["TASCO", "TASCOConfig", "PrefixModel", "PrefixGenerator", "prefix_cache",
-           "cache_to_prefix", "forward_token_equivalents", "weights_sha256", "instability",
-           "best_of_n_index", "equal_compute_baselines"]
+           "cache_to_prefix", "weights_sha256", "instability"]

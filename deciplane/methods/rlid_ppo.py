@@ -8,6 +8,10 @@ behaviour-cloning warm start. With ``advantage: gae`` a value head
 episode-level group baseline; with ``advantage: gigpo`` (GiGPO) each decision adds a
 step-level advantage among the group's decisions in the same state
 (:func:`gigpo_turn_advantages`). Loss formulas come from :mod:`deciplane.objectives`.
+
+The method is this module: its config :class:`RLiDPPOConfig` (with
+:class:`PromptCacheConfig`, which only the menu agent reads) is defined here, above the
+algorithm :class:`RLiDPPO` and its held-out agent :func:`greedy_agent`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -35,15 +40,148 @@ from deciplane.objectives.advantages import (ADVANTAGE_ESTIMATORS, discounted_re
 from deciplane.objectives.distill import expert_distill_loss, policy_distill_loss
 from deciplane.objectives.rlid import RLiDLossConfig, length_balanced_weights, rlid_loss
 from deciplane.objectives.value import value_loss
+from deciplane.options import learning_rate, option
 from deciplane.trainers.algorithm import Algorithm, DecisionBatch, RolloutBatch
 from deciplane.engine.checkpoint import iteration_seed
-from deciplane.trainers.config import DistillConfig, RLiDPPOConfig
+from deciplane.trainers.config import BCConfig, DistillConfig, EnvConfig, TrainConfig
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
 from deciplane.trainers.env_suite import EnvSuite
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
+
+
+# ---------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class PromptCacheConfig:
+    """How the menu agent computes its prompts (docs/speed.md "Reuse per row")."""
+
+    mode: Literal["batch", "blocks"] = "batch"
+    """`batch`: one left-padded forward per batch, the prefix shared by the whole batch computed once (suits a GPU). `blocks`: in fixed blocks of `block_tokens` tokens counted from the prompt's start (the rows that need the same block index share one forward); a block met before (an earlier step of the episode, another episode of the group, another evaluation of the same game, with weights the block depends on unchanged) is read from a cache instead of computed. Results are bitwise the same whatever the cache held (resume stays exact); they differ from `batch` by float rounding."""
+    block_tokens: int = option(32, gt=0)
+    """mode=blocks: tokens per block (a changed token recomputes its block and every later one)."""
+    max_gib: float = option(2.0, ge=0)
+    """mode=blocks: memory ceiling of the cache per process in GiB (least-recently-used blocks are evicted; 0 = reuse nothing). A block of SmolLM2-135M read at layer 18 holds ~30 KB per token in fp32."""
+
+    def make(self):
+        """The process's :class:`~deciplane.agents.prompt_cache.BlockCache` (None for `batch`)."""
+        if self.mode != "blocks":
+            return None
+        from deciplane.agents.prompt_cache import BlockCache
+
+        return BlockCache(self.block_tokens, int(self.max_gib * 2 ** 30))
+
+
+@dataclass
+class RLiDPPOConfig(TrainConfig):
+    """PPO on menu decisions (RLiD, docs/methods.md §1), optionally + CORD distillation."""
+
+    algorithm: Literal["rlid_ppo"] = "rlid_ppo"
+    """Menu-agent PPO."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment suite."""
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "gigpo"] = "grpo"
+    """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt, or `gigpo` (GiGPO, arXiv 2505.10978): per decision, the episode's group advantage + gigpo_weight x the step advantage among the group's decisions taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each step."""
+    gamma: float = 1.0
+    """advantage=gae and advantage=gigpo: discount per decision (1.0 = undiscounted; step_penalty then favours shorter wins). gigpo discounts only the step returns (the episode advantage is of the undiscounted return); the GiGPO paper uses 0.95."""
+    gigpo_weight: float = option(1.0, ge=0)
+    """advantage=gigpo: weight omega of the step advantage added to the episode advantage (0 = the episode estimator alone; the paper: 1)."""
+    gigpo_norm: Literal["std", "mean"] = "std"
+    """advantage=gigpo: normalisation at both levels: `std` ((x - mean) / std, the paper's main setting, verl-agent mean_std_norm) or `mean` (x - mean, the paper's variant without std)."""
+    gae_lambda: float = 0.95
+    """advantage=gae: GAE lambda (0 = one-step TD advantages, 1 = Monte-Carlo return minus the value)."""
+    value_coef: float = 0.5
+    """advantage=gae: weight of the value loss added to the policy loss."""
+    value_clip: float | None = 0.2
+    """advantage=gae: clipped value loss, the value may move at most this far from its rollout estimate per update (null = plain squared error)."""
+    value_lr: float | None = learning_rate(None)
+    """advantage=gae: learning rate of the value head's parameter group in the same AdamW (null = optim.lr); an Adam step moves V by up to ~0.6-0.8 x value_lr x hidden size (the head reads RMS-normalised features): 5e-4 suits SmolLM2 (hidden 576), ~5e-3 deciplane/tiny (64)."""
+    value_detach_trunk: bool = False
+    """advantage=gae: true = the value loss trains only the value head; false = its gradient also reaches the policy's trainable weights (shared trunk)."""
+    gae_normalize: bool = True
+    """advantage=gae: standardise the per-decision advantages over the rollout batch (mean 0, std 1); the value targets are not normalised."""
+    reward: Literal["return", "won"] = "return"
+    """Trajectory reward: the episode's summed env reward, or 1/0 for won."""
+    step_penalty: float = option(0.0, ge=0)
+    """Subtracted per decision from the trajectory reward (favours shorter wins)."""
+    rlid: RLiDLossConfig = field(default_factory=RLiDLossConfig)
+    """The RLiD loss (docs/methods.md §1): eps_low / eps_high (PPO clip, null = symmetric), length_balance, bias_control (menu_kl | entropy | none), beta_menu, entropy_coef, min_group_size. 0.1's top-level clip_eps, clip_eps_high, length_balanced, bias_control, beta_menu, entropy_coef still load, with a warning."""
+    temperature: float = 1.0
+    """Sampling temperature of menu decisions during rollouts."""
+    history: int = 2
+    """Observation history window (last k turns) in the prompt."""
+    readout: Literal["labels", "items"] = "labels"
+    """How the menu agent scores its menu: `labels` (RLiD: the next-token logits of the menu letters) or `items` (ours: a learned rank-`readout_rank` pointer score between the prompt's last hidden state and each entry's mean token state, read at `readout_layer` of the same forward; docs/methods.md §1)."""
+    readout_layer: int | None = None
+    """readout=items: the decoder layer whose input the head reads (null = the final, normed output). Forwards stop there (the layers above it are never used) and model.lora_last_layers counts the layers below it. With model.finetune=head (or a head below every adapter) only the head learns, and its update runs the head alone on states kept by the rollout."""
+    readout_rank: int = 16
+    """readout=items: rank of the head's bilinear score."""
+    readout_head: Literal["bilinear", "mlp"] = "bilinear"
+    """readout=items: the head's form. `bilinear`: the rank-`readout_rank` score alone (SmolLM2 at rank 16: 18k parameters). `mlp`: more capacity with the trunk still frozen: a residual MLP (width `readout_mlp_hidden`, GELU, its output layer zero at init, so the untrained head is the bilinear one) on the normed decision state and one on the normed entry states before the same score (SmolLM2, width 256: +591k parameters). It reads the same states, so it disables nothing: the prompt cache stays valid across updates and a head below the trainable layers still updates alone; a decision costs ~2 x hidden x width multiply-adds per state more (docs/training.md "Capacity during RL")."""
+    readout_mlp_hidden: int = option(256, gt=0)
+    """readout_head=mlp: width of each MLP's hidden layer."""
+    readout_mlp_warm_start: bool = False
+    """readout_head=mlp: also train the MLPs in the behaviour-cloning warm start. false: the warm start trains the bilinear score alone (the MLPs are the identity until RL, so BC-only equals that of readout_head=bilinear with the same seed) and the MLPs start learning in RL."""
+    prompt_cache: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    """How the menu agent computes its prompts: one batched forward, or in fixed token blocks with a cache of the blocks met before (`mode: blocks`)."""
+    frozen_trunk: Literal["auto", "recompute", "full_forward"] = "auto"
+    """When only the top layers train (model.lora_last_layers, or a partial fine-tune), the update runs only those layers from the hidden states entering them (exact: the same loss and gradients): `auto` keeps those states from the rollout (~prompt tokens x hidden size x 4 bytes per decision) and is off when the whole model trains; `recompute` recomputes them in the update without a graph (no memory held between rollout and update); `full_forward` = the full forward in every update (the 0.2 path; no prompt deduplication in the rollout either)."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """RL + distillation with CORD."""
+    bc: BCConfig = field(default_factory=BCConfig)
+    """Behaviour-cloning warm start."""
+
+    CONFIG_ALIASES: ClassVar[dict[str, str]] = {
+        "clip_eps": "rlid.eps_low", "clip_eps_high": "rlid.eps_high",
+        "length_balanced": "rlid.length_balance", "bias_control": "rlid.bias_control",
+        "beta_menu": "rlid.beta_menu", "entropy_coef": "rlid.entropy_coef"}
+
+    def check(self, prefix: str = "") -> None:
+        super().check(prefix)
+        if self.advantage == "rloo" and self.env.group_size < 2:
+            raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
+        if self.bc.noise:
+            raise ConfigError("bc.noise is for the menu agent (algorithm: rlid_ppo): the text "
+                              "agent's warm start clones the command played, so set bc.noise: 0")
+        if self.model.finetune == "head" and self.readout != "items":
+            raise ConfigError("model.finetune=head trains only the item head: set readout: items")
+        if self.readout_rank < 1:
+            raise ConfigError(f"readout_rank must be >= 1, got {self.readout_rank}")
+        if self.readout_head != "bilinear" and self.readout != "items":
+            raise ConfigError(f"readout_head={self.readout_head} is the item head's form: set "
+                              "readout: items, or leave readout_head: bilinear")
+        if self.readout_layer is not None and self.readout_layer < 1:
+            raise ConfigError(f"readout_layer must be >= 1 (a decoder layer) or null (the final "
+                              f"output), got {self.readout_layer}")
+        _validate_gae(self)
+
+
+def _validate_gae(obj: RLiDPPOConfig) -> None:
+    """Ranges of the critic options (checked whatever the estimator, so a typo is caught
+    before a run switches to advantage=gae)."""
+    for name in ("gamma", "gae_lambda"):
+        v = getattr(obj, name)
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"{name} = {v} must be in [0, 1] (1.0 = no discounting / "
+                              "Monte-Carlo); e.g. --set gamma=0.99")
+    if obj.value_coef < 0:
+        raise ConfigError(f"value_coef = {obj.value_coef} must be >= 0")
+    if obj.advantage == "gae" and obj.value_coef == 0:
+        raise ConfigError("advantage=gae with value_coef = 0: the value head would never "
+                          "learn; set value_coef > 0 (e.g. 0.5) or use advantage=grpo")
+    if obj.value_clip is not None and obj.value_clip <= 0:
+        raise ConfigError(f"value_clip = {obj.value_clip} must be > 0, or null for an "
+                          "unclipped value loss")
+
+
+# ---------------------------------------------------------------------------------------
+# The algorithm
+# ---------------------------------------------------------------------------------------
 
 
 def group_advantages(estimator: str, rewards: np.ndarray, group_keys: list[str]

@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from deciplane.adapt import TTPO, TTPOConfig
-from deciplane.adapt.ttpo import agree_branch_kl, balanced_selection, split_agree
+from deciplane.methods.ttpo import (TTPO, TTPOConfig, agree_branch_kl, balanced_selection,
+                                    split_agree)
 from deciplane.objectives.ttpo import restrict_teacher, top_p_support
 from deciplane.agents import load_policy
 from deciplane.objectives import ttpo_token_weights
