@@ -366,6 +366,7 @@ def _summary(run: _Run, scorer: Any, answers: dict[str, str], base: _Baselines,
         "forward_token_equivalents": forward_token_equivalents(adapter.budget),
         "benchmark_args": _jsonable(run.benchmark_args),
         "resumed": resumes,
+        "status": adapter.status,
     }
     variant = getattr(config, "variant", None)
     if callable(variant):
