@@ -35,6 +35,7 @@ from deciplane.options import check_options, learning_rate, option
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
 from deciplane.engine.loop import COMPLETED, StepResult, run_steps
+from deciplane.engine.method import Method
 from deciplane.engine.plan import room_for_iteration, wall_time_status
 from deciplane.types import UnlabeledTask
 
@@ -264,10 +265,12 @@ def majority_answers(policy, prompts: Sequence[str], *, votes: int, max_new_toke
     return [vote(a).answer or "" for a in per], per
 
 
-class BaseAdapter:
-    """Step loop, answering, checkpoints and records; subclasses implement
+class BaseAdapter(Method):
+    """Steps, answering, checkpoints and records of a
+    :class:`~deciplane.engine.method.Method` of the ``adapt`` family; subclasses implement
     :meth:`adapt_step` (one optimizer step on a batch of tasks)."""
 
+    kind = "adapt"
     Config: type[AdaptConfig] = AdaptConfig
 
     clock: Callable[[], float] = time.perf_counter
