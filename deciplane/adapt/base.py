@@ -523,7 +523,8 @@ class BaseAdapter(Method):
                     checkpoint=None if run_dir is None else (
                         lambda _: self.save_state(run_dir, session_s())),
                     room=None if self.config.max_wall_time_s is None else (
-                        lambda i, step_s: self._room(i, step_s, len(tasks), wall0 + session_s())),
+                        lambda i, step_s: self._room(i, step_s, len(tasks),
+                                                     wall0 + session_s())),
                     report=None if not self.progress else (
                         lambda step, metrics: self.progress(step, len(batches), metrics)),
                     clock=self.clock)

@@ -1,8 +1,9 @@
 """Planning a run's wall time (``max_wall_time_s`` covers the whole run), and its account.
 
 Pure functions of measured times (no clocks here), used by the
-:class:`~deciplane.trainers.trainer.Trainer` and, for ``max_wall_time_s`` of an adapter, by
-:class:`~deciplane.adapt.base.BaseAdapter` (the ``room`` of :func:`deciplane.engine.loop.run_steps`):
+:class:`~deciplane.trainers.trainer.Trainer` and, for an adapter's ``max_wall_time_s``, by
+:class:`~deciplane.adapt.base.BaseAdapter` (each as the ``room`` of
+:func:`deciplane.engine.loop.run_steps`):
 
 * :func:`eval_episodes_that_fit` — once :data:`PLAN_AFTER_EPISODES` episodes of the first
   held-out evaluation have been timed, how many episodes every evaluation of the run (before training, after
@@ -16,8 +17,9 @@ Pure functions of measured times (no clocks here), used by the
   deadline (``warm_start_share`` of the budget after it began; the first epoch always
   runs);
 * :func:`room_for_iteration` — whether another RL iteration (an adapter's step) fits before
-  the budget ends, with the final evaluation's (the final answers') time kept in reserve (the first iteration runs whenever the
-  reserve still fits: the warm-start checkpoint already holds the weights), and
+  the budget ends, with the final evaluation's (the final answers') time kept in reserve
+  (the first iteration runs whenever the reserve still fits: the warm-start checkpoint
+  already holds the weights), and
   :func:`wall_time_status` — the status of a run it stopped;
 * :func:`time_breakdown` and :func:`decision_cost_summary` — where the time went: seconds
   per phase of the run, and what one decision cost in each phase (``summary.json``

@@ -123,8 +123,8 @@ class Trainer:
                 self._before(logger)
                 self.extra["pre_rl_done"] = True
                 self._checkpoint()           # the warm-started weights survive any stop
-            loop = run_steps(self._iteration, start=start, total=cfg.iterations, log=logger.log,
-                             checkpoint=lambda _: self._checkpoint(),
+            loop = run_steps(self._iteration, start=start, total=cfg.iterations,
+                             log=logger.log, checkpoint=lambda _: self._checkpoint(),
                              checkpoint_every=cfg.checkpoint.every, room=self._room)
             if loop.status != COMPLETED:
                 logger.print(f"[yellow]{loop.status}[/yellow]")
