@@ -109,7 +109,7 @@ class AdaptConfig:
     max_steps: int | None = option(12, ge=1)
     """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step)). The CPU default 12 x 4 prompts trains on 48 prompts of a 200-task split (every task is still answered) so that a run with its baselines fits ~15 min on 2 CPU cores; `--set max_steps=null prompts_per_step=8` trains one full pass."""
     max_wall_time_s: float | None = option(None, gt=0)
-    """Wall-time limit of the adaptation (its steps, the guard's probes, the curve's answer sets and the final answers; the baselines around it are not counted): a step starts only if it (taken as long as the longest step so far) and the final answers (estimated from the guard's probe: its seconds per task x the tasks) still fit; the tasks are then answered by the state reached. The summary's `status` says how the steps ended; null = no limit."""
+    """Wall-time limit of the adaptation (its steps, the guard's probes, the curve's answer sets and the final answers; the baselines around it are not counted): a step starts only if it (taken as long as the longest step so far) and the final answers (estimated from the guard's probe: its seconds per task x the tasks; nothing with guard=false) still fit; the tasks are then answered by the state reached. The summary's `status` says how the steps ended; null = no limit."""
     micro_batch_size: int = option(8, ge=1)
     """Sequences per forward pass during updates."""
     final_answer: Literal["greedy", "majority"] = "greedy"
