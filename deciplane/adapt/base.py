@@ -34,6 +34,9 @@ from deciplane.errors import ConfigError
 from deciplane.options import check_options, learning_rate, option
 from deciplane.engine.budget import Budget
 from deciplane.engine.generation import generate, generate_texts
+from deciplane.engine.loop import COMPLETED, StepResult, run_steps
+from deciplane.engine.method import Method
+from deciplane.engine.plan import room_for_iteration, wall_time_status
 from deciplane.types import UnlabeledTask
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,8 @@ class AdaptConfig:
     """Passes over the task list (the order is shuffled per epoch with the seed)."""
     max_steps: int | None = option(12, ge=1)
     """Stop after this many steps (null = epochs x ceil(tasks / prompts_per_step)). The CPU default 12 x 4 prompts trains on 48 prompts of a 200-task split (every task is still answered) so that a run with its baselines fits ~15 min on 2 CPU cores; `--set max_steps=null prompts_per_step=8` trains one full pass."""
+    max_wall_time_s: float | None = option(None, gt=0)
+    """Wall-time limit of the adaptation (its steps, the guard's probes, the curve's answer sets and the final answers; the baselines around it are not counted): a step starts only if it (taken as long as the longest step so far) and the final answers (estimated from the guard's probe: its seconds per task x the tasks; nothing with guard=false) still fit; the tasks are then answered by the state reached. The summary's `status` says how the steps ended; null = no limit."""
     micro_batch_size: int = option(8, ge=1)
     """Sequences per forward pass during updates."""
     final_answer: Literal["greedy", "majority"] = "greedy"
@@ -260,11 +265,17 @@ def majority_answers(policy, prompts: Sequence[str], *, votes: int, max_new_toke
     return [vote(a).answer or "" for a in per], per
 
 
-class BaseAdapter:
-    """Step loop, answering, checkpoints and records; subclasses implement
+class BaseAdapter(Method):
+    """Steps, answering, checkpoints and records of a
+    :class:`~deciplane.engine.method.Method` of the ``adapt`` family; subclasses implement
     :meth:`adapt_step` (one optimizer step on a batch of tasks)."""
 
+    kind = "adapt"
     Config: type[AdaptConfig] = AdaptConfig
+
+    clock: Callable[[], float] = time.perf_counter
+    """The step loop's clock: the wall time a checkpoint records, the time plan's elapsed
+    time and its step timer (a test may set a fake one)."""
 
     def __init__(self, policy, config: AdaptConfig | None = None,
                  progress: Callable[[int, int, dict], None] | None = None):
@@ -279,6 +290,8 @@ class BaseAdapter:
         self.records = AdaptRecords()
         self.progress = progress
         self.step_count = 0
+        self.status: str | None = None   # how run()'s steps ended (summary.json `status`)
+        self._probe_s_max = 0.0            # the longest guard probe: the time plan's reserve
         cfg = self.config
         self.guard = CollapseGuard(length_ratio=cfg.guard_length_ratio,
                                    extractable_drop=cfg.guard_extractable_drop,
@@ -489,54 +502,98 @@ class BaseAdapter:
 
     def _run_steps(self, tasks: list[UnlabeledTask], batches: list[list[int]], done: int,
                    run_dir: str | Path | None, logger: Any) -> dict[str, str]:
-        """The step loop of :meth:`run`, from step ``done + 1``."""
-        ckpts = set(self.checkpoint_steps(len(batches)))
-        t_loop = time.perf_counter()
+        """The steps of :meth:`run` from step ``done + 1`` through the one step loop
+        (:func:`deciplane.engine.loop.run_steps`: metrics line, then the state after every
+        step, then progress), then the final answers. ``status`` says how the steps ended."""
+        curve = set(self.checkpoint_steps(len(batches)))
+        wall0 = self.budget.wall_time_s       # the sessions before this one (a resumed run)
+        t_loop = self.clock()
+
+        def session_s() -> float:
+            return self.clock() - t_loop
+
         with self.budget.clock():
-            for step, idx in enumerate(batches, start=1):
-                if step <= done:
-                    continue
-                if self.guard.fired:            # resumed after the guard stopped the run
-                    break
-                if self.config.guard and self.guard.reference is None:    # the starting state
-                    self.guard.observe(0, self._probe(tasks), self._trained_copy(), 0)
-                tokens0, samples0 = self.budget.generated_tokens, self.budget.samples
-                metrics = self.adapt_step([tasks[i] for i in idx], step)
-                signals = step_signals(self.budget.generated_tokens - tokens0,
-                                       self.budget.samples - samples0,
-                                       [v.answers for v in self.records.votes if v.step == step])
-                metrics.update({f"signal/{k}": v for k, v in signals.items() if v is not None})
-                stop = False
-                if self.config.guard:
-                    probe = self._probe(tasks)
-                    stop = self.guard.observe(step, probe, self._trained_copy(),
-                                              self.budget.optimizer_steps)
-                    metrics.update({f"guard/probe_{k}": v for k, v in probe.items()
-                                    if v is not None})
-                    metrics["guard/unhealthy_streak"] = float(self.guard.streak)
-                metrics["step"] = step
-                metrics["optimizer_steps"] = self.budget.optimizer_steps
-                self.records.history.append(metrics)
-                self.step_count = step
-                if stop:
-                    self._roll_back()
-                if step in ckpts:
-                    with self.eval_budget.clock():
-                        self.records.checkpoints.append(
-                            (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
-                if logger is not None:
-                    logger.log(step, metrics)
-                if run_dir is not None:
-                    self.save_state(run_dir, time.perf_counter() - t_loop)
-                if self.progress:
-                    self.progress(step, len(batches), metrics)
-                if stop:
-                    break
+            if self.guard.fired:            # resumed after the guard stopped the run
+                self.status = self._guard_status()
+            else:
+                loop = run_steps(
+                    lambda i: self._step(tasks, batches[i], i + 1, curve),
+                    start=done, total=len(batches),
+                    log=None if logger is None else logger.log,
+                    checkpoint=None if run_dir is None else (
+                        lambda _: self.save_state(run_dir, session_s())),
+                    room=None if self.config.max_wall_time_s is None else (
+                        lambda i, step_s: self._room(i, step_s, len(tasks),
+                                                     wall0 + session_s())),
+                    report=None if not self.progress else (
+                        lambda step, metrics: self.progress(step, len(batches), metrics)),
+                    clock=self.clock)
+                self.status = loop.status
+                if loop.status != COMPLETED and not self.guard.fired:
+                    log.warning("%s: %s", type(self).__name__, loop.status)
             tokens_before = self.budget.generated_tokens
             final = self.answer(tasks)
             self.final_answer_tokens = self.budget.generated_tokens - tokens_before
         self.records.checkpoints.append((self.budget.optimizer_steps, dict(final)))
         return final
+
+    def _step(self, tasks: list[UnlabeledTask], idx: list[int], step: int,
+              curve: set[int]) -> StepResult:
+        """Step ``step`` (the loop's step): :meth:`adapt_step` on the tasks ``idx``, its
+        unlabeled signals, the guard's check (it judges the state after every update, so
+        its stop — and rollback — comes with the step), the curve's answers when due."""
+        if self.config.guard and self.guard.reference is None:    # the starting state
+            self.guard.observe(0, self._probe(tasks), self._trained_copy(), 0)
+        tokens0, samples0 = self.budget.generated_tokens, self.budget.samples
+        metrics = self.adapt_step([tasks[i] for i in idx], step)
+        signals = step_signals(self.budget.generated_tokens - tokens0,
+                               self.budget.samples - samples0,
+                               [v.answers for v in self.records.votes if v.step == step])
+        metrics.update({f"signal/{k}": v for k, v in signals.items() if v is not None})
+        stop = False
+        if self.config.guard:
+            probe = self._probe(tasks)
+            stop = self.guard.observe(step, probe, self._trained_copy(),
+                                      self.budget.optimizer_steps)
+            metrics.update({f"guard/probe_{k}": v for k, v in probe.items() if v is not None})
+            metrics["guard/unhealthy_streak"] = float(self.guard.streak)
+        metrics["step"] = step
+        metrics["optimizer_steps"] = self.budget.optimizer_steps
+        self.records.history.append(metrics)
+        self.step_count = step
+        if stop:
+            self._roll_back()
+        if step in curve:
+            with self.eval_budget.clock():
+                self.records.checkpoints.append(
+                    (self.budget.optimizer_steps, self.answer(tasks, budget=self.eval_budget)))
+        return StepResult(metrics, self._guard_status() if stop else None)
+
+    def _guard_status(self) -> str:
+        fired = self.guard.fired
+        return (f"stopped by the collapse guard at step {fired['step']} "
+                f"({'; '.join(fired['reasons'])})")
+
+    # -- time plan ----------------------------------------------------------------------------
+    def _room(self, done: int, step_s: float | None, n_tasks: int, elapsed_s: float
+              ) -> str | None:
+        """``max_wall_time_s`` before step ``done + 1`` (the loop's ``room``): None to go on,
+        or the run's status when that step and the final answers would not fit."""
+        limit = self.config.max_wall_time_s
+        reserve = self._final_answers_reserve(n_tasks)
+        if room_for_iteration(elapsed_s, limit, step_s, reserve):
+            return None
+        return wall_time_status(limit, done, elapsed_s, step_s, reserve, step="step",
+                                final="the final answers")
+
+    def _final_answers_reserve(self, n_tasks: int) -> float:
+        """Seconds kept for the final answers, estimated from the guard's probe (greedy
+        answers to its first tasks, timed at every probe): the longest probe's seconds per
+        task x the tasks x the votes of ``final_answer=majority``. An upper estimate (the
+        probe answers a smaller batch); 0 with the guard off, which leaves nothing timed."""
+        votes = 1 if self.config.final_answer == "greedy" else self.config.final_votes
+        per_task = self._probe_s_max / max(1, min(self.config.guard_probe, n_tasks))
+        return per_task * n_tasks * votes
 
     def _trained_copy(self) -> dict[str, torch.Tensor]:
         """The trained parameters now (what a rollback restores)."""
@@ -548,9 +605,11 @@ class BaseAdapter:
         cfg = self.config
         probe = list(tasks)[:cfg.guard_probe]
         tokens0 = self.guard_budget.generated_tokens
+        t0 = time.perf_counter()
         texts = generate_texts(self.policy, [self.format(t) for t in probe],
                                max_new_tokens=cfg.max_new_tokens, greedy=True,
                                budget=self.guard_budget, prompts_per_batch=cfg.answer_batch)
+        self._probe_s_max = max(self._probe_s_max, time.perf_counter() - t0)   # time plan
         answers = self.guard_answers(texts)
         s = step_signals(self.guard_budget.generated_tokens - tokens0, len(probe),
                          [[a] for a in answers] if answers is not None else ())

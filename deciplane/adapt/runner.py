@@ -219,6 +219,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
 
     tasks, scorer = load_benchmark(args["benchmark"], args["split"], limit=args["limit"],
                                    **args["benchmark_args"])
+    adapter = None
     try:
         policy = load_policy(args["model"], device=device,
                              seed=args["seed"] if args["model"] == "deciplane/tiny" else 0)
@@ -243,6 +244,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         summary["cpu_time_s"] = round(time.process_time() - cpu_start, 2)
         summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
+        if adapter is not None:
+            adapter.close()
         scorer.close()
     return _write_results(run_dir, summary, answers, base)
 
@@ -366,6 +369,7 @@ def _summary(run: _Run, scorer: Any, answers: dict[str, str], base: _Baselines,
         "forward_token_equivalents": forward_token_equivalents(adapter.budget),
         "benchmark_args": _jsonable(run.benchmark_args),
         "resumed": resumes,
+        "status": adapter.status,
     }
     variant = getattr(config, "variant", None)
     if callable(variant):

@@ -20,6 +20,10 @@
 * :mod:`~deciplane.engine.trunk` — frozen-trunk caching: the frozen bottom layers run
   once without a graph (:func:`trunk_hidden`), only the trainable top is re-run
   (:func:`top_logits`);
+* :mod:`~deciplane.engine.loop` — :func:`run_steps`, the one step loop of every method
+  (trainers' iterations, adapters' steps): time plan, step, metrics line, checkpoint;
+  :mod:`~deciplane.engine.method` — :class:`Method`, the base of every method (the
+  trainers' ``Algorithm``, the adapters' ``BaseAdapter``);
 * the run's services, shared by trainers and adapters: :mod:`~deciplane.engine.rundir`
   (a new run's directory, what a resumed run may change), :mod:`~deciplane.engine.baselines`
   (the one baseline store), :mod:`~deciplane.engine.compare` (paired comparisons),

@@ -1,7 +1,9 @@
 """Planning a run's wall time (``max_wall_time_s`` covers the whole run), and its account.
 
 Pure functions of measured times (no clocks here), used by the
-:class:`~deciplane.trainers.trainer.Trainer` (a run loop of any method may use them):
+:class:`~deciplane.trainers.trainer.Trainer` and, for an adapter's ``max_wall_time_s``, by
+:class:`~deciplane.adapt.base.BaseAdapter` (each as the ``room`` of
+:func:`deciplane.engine.loop.run_steps`):
 
 * :func:`eval_episodes_that_fit` — once :data:`PLAN_AFTER_EPISODES` episodes of the first
   held-out evaluation have been timed, how many episodes every evaluation of the run (before training, after
@@ -14,9 +16,11 @@ Pure functions of measured times (no clocks here), used by the
 * :func:`continue_epochs` — whether the warm start may run another epoch before its
   deadline (``warm_start_share`` of the budget after it began; the first epoch always
   runs);
-* :func:`room_for_iteration` — whether another RL iteration fits before the budget ends,
-  with the final evaluation's time kept in reserve (the first iteration runs whenever the
-  reserve still fits: the warm-start checkpoint already holds the weights);
+* :func:`room_for_iteration` — whether another RL iteration (an adapter's step) fits before
+  the budget ends, with the final evaluation's (the final answers') time kept in reserve
+  (the first iteration runs whenever the reserve still fits: the warm-start checkpoint
+  already holds the weights), and
+  :func:`wall_time_status` — the status of a run it stopped;
 * :func:`time_breakdown` and :func:`decision_cost_summary` — where the time went: seconds
   per phase of the run, and what one decision cost in each phase (``summary.json``
   ``time`` and ``decision_cost``).
@@ -77,6 +81,16 @@ def room_for_iteration(elapsed_s: float, budget_s: float | None, iteration_s: fl
     return elapsed_s + (iteration_s or 0.0) + reserve_s <= budget_s
 
 
+def wall_time_status(budget_s: float, done: int, elapsed_s: float, step_s: float | None,
+                     reserve_s: float, step: str = "iteration",
+                     final: str = "the final evaluation") -> str:
+    """The status of a run that :func:`room_for_iteration` stopped after ``done`` steps (a
+    trainer's iterations, an adapter's steps), in numbers a reader can check."""
+    return (f"stopped at the wall-time limit ({budget_s:.0f} s) after {done} {step}s: "
+            f"{elapsed_s:.0f} s used, the next {step} (~{step_s or 0:.0f} s) and {final} "
+            f"(~{reserve_s:.0f} s) would not fit")
+
+
 def time_breakdown(phases: dict[str, float], wall_s: float) -> dict[str, Any]:
     """Seconds per phase, their sum's remainder as ``other`` (logging, set-up), and each
     phase's share of the wall time."""
@@ -103,4 +117,5 @@ def decision_cost_summary(costs: dict[str, dict[str, float]], cache: Any) -> dic
 
 
 __all__ = ["PLAN_AFTER_EPISODES", "continue_epochs", "decision_cost_summary", "eval_cut_reason",
-           "eval_episodes_that_fit", "eval_share_of", "room_for_iteration", "time_breakdown"]
+           "eval_episodes_that_fit", "eval_share_of", "room_for_iteration", "time_breakdown",
+           "wall_time_status"]

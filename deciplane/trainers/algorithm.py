@@ -25,6 +25,7 @@ from typing import Any, Callable, Generic, TypeVar, Union
 
 import torch
 
+from deciplane.engine.method import Method
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer
 from deciplane.trainers.config import DistillConfig, TrainConfig
 from deciplane.types import Decision, Trajectory
@@ -121,8 +122,13 @@ unscaled: the engine applies the algorithm's :class:`Normaliser`)."""
 # ---------------------------------------------------------------------------------------
 
 
-class Algorithm(abc.ABC):
-    """What an algorithm supplies to :class:`~deciplane.trainers.trainer.Trainer`."""
+class Algorithm(Method, abc.ABC):
+    """What an algorithm supplies to :class:`~deciplane.trainers.trainer.Trainer`: a
+    :class:`~deciplane.engine.method.Method` of the ``train`` family."""
+
+    kind = "train"
+    Config = TrainConfig
+    """A method's own config class (a subclass) is named by its registry entry."""
 
     metric_share = "rows"
     """How the loop averages :attr:`MicroLoss.metrics` over an optimizer batch: by the
@@ -212,9 +218,6 @@ class Algorithm(abc.ABC):
         return baseline_key(kind, agent, weights, env, split,
                             suite.split_fingerprint(split),
                             suite.eval_seeds(split, c.eval.episodes))
-
-    def close(self) -> None:
-        pass
 
 
 __all__ = ["Algorithm", "AnyPayload", "DecisionBatch", "Objectives", "RolloutBatch",

@@ -16,7 +16,9 @@ its evaluation. Everything else is here and shared:
   accumulates the two objectives' gradients over the *whole optimizer batch* in two
   buffers and combines them by CORD (``conflict`` | ``always`` projection, or the plain
   ``sum``) before the step;
-* metrics.jsonl + TensorBoard + progress bar, atomic checkpoints (keep last k),
+* the iterations run through the one step loop (:func:`deciplane.engine.loop.run_steps`;
+  an iteration is its step): the wall-time plan before each, metrics.jsonl + TensorBoard
+  + progress bar, atomic checkpoints every ``checkpoint.every`` iterations (keep last k);
   before/after held-out evaluation and ``summary.json``;
 * data-parallel under ``accelerate launch`` / ``torchrun``
   (:mod:`deciplane.engine.distributed`): every rank runs the same loop on the same batch,
@@ -38,10 +40,11 @@ import torch
 from deciplane._moved import renamed_names
 from deciplane.engine import distributed
 from deciplane.engine.compare import paired_comparisons
+from deciplane.engine.loop import COMPLETED, StepResult, run_steps
 from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, optimizer_step
 from deciplane.engine.plan import (PLAN_AFTER_EPISODES, continue_epochs, decision_cost_summary,
                                    eval_cut_reason, eval_episodes_that_fit, eval_share_of,
-                                   room_for_iteration, time_breakdown)
+                                   room_for_iteration, time_breakdown, wall_time_status)
 from deciplane.engine.rundir import ensure_unused_run_dir
 from deciplane.errors import ConfigError
 from deciplane.provenance import provenance
@@ -106,16 +109,12 @@ class Trainer:
             (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
         logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
                            progress=cfg.progress) if main else _QuietLogger()
-        self._logger = logger
         self._hook_progress(logger)
         # the budget covers the whole run: the model load before train() counts too
-        session_t0 = time.perf_counter() - self.setup_s
-        self._session_t0 = session_t0
-        cpu_t0 = time.process_time()
-        base_wall = self.counters.wall_time_s
-        self._base_wall = base_wall
-        base_cpu = self.counters.cpu_time_s
-        status = "completed"
+        self._session_t0 = time.perf_counter() - self.setup_s
+        self._cpu_t0 = time.process_time()
+        self._base_wall = self.counters.wall_time_s
+        self._base_cpu = self.counters.cpu_time_s
         plan = self.extra.setdefault("plan", self._initial_plan())
         if plan.get("eval_episodes") is not None:   # resumed: the same episodes as before
             self._set_eval_limit(plan["eval_episodes"])
@@ -124,43 +123,35 @@ class Trainer:
                 self._before(logger)
                 self.extra["pre_rl_done"] = True
                 self._checkpoint()           # the warm-started weights survive any stop
-            iter_s: float | None = None
-            for it in range(start, cfg.iterations):
-                elapsed = base_wall + time.perf_counter() - session_t0
-                reserve = self._final_eval_reserve()
-                # rank 0's decision on every rank (data-parallel runs stop together)
-                if distributed.agree(not room_for_iteration(elapsed, cfg.max_wall_time_s,
-                                                            iter_s, reserve)):
-                    status = (f"stopped at the wall-time limit ({cfg.max_wall_time_s:.0f} s) "
-                              f"after {it} iterations: {elapsed:.0f} s used, the next "
-                              f"iteration (~{iter_s or 0:.0f} s) and the final evaluation "
-                              f"(~{reserve:.0f} s) would not fit")
-                    logger.print(f"[yellow]{status}[/yellow]")
-                    break
-                t_it = time.perf_counter()
-                metrics = self._iteration(it, logger)
-                iter_s = max(iter_s or 0.0, time.perf_counter() - t_it)
-                self.counters.iteration = it + 1
-                self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
-                self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
-                metrics["time/wall_s"] = self.counters.wall_time_s
-                metrics["time/cpu_s"] = self.counters.cpu_time_s
-                logger.log(it + 1, metrics)
-                if (it + 1) % cfg.checkpoint.every == 0 or it + 1 == cfg.iterations:
-                    self._checkpoint()
-            plan["iteration_s_max"] = iter_s
+            loop = run_steps(self._iteration, start=start, total=cfg.iterations,
+                             log=logger.log, checkpoint=lambda _: self._checkpoint(),
+                             checkpoint_every=cfg.checkpoint.every, room=self._room)
+            if loop.status != COMPLETED:
+                logger.print(f"[yellow]{loop.status}[/yellow]")
+            plan["iteration_s_max"] = loop.step_s_max
             with self._phase("eval_final"):
                 final = self._final_eval(logger)
         finally:
             logger.close()
-        self.counters.wall_time_s = base_wall + time.perf_counter() - session_t0
-        self.counters.cpu_time_s = base_cpu + time.process_time() - cpu_t0
-        summary = self._summary(final, status)
+        self._count_time()
+        summary = self._summary(final, loop.status)
         summary["data_parallel"] = distributed.describe()
         if main:
             atomic_write_json(self.run_dir / "summary.json", summary)
         distributed.barrier()
         return summary
+
+    def _room(self, it: int, iter_s: float | None) -> str | None:
+        """The time plan before iteration ``it`` (the loop's ``room``): None to go on, or
+        the run's status when the iteration and the final evaluation would not fit."""
+        cfg = self.config
+        elapsed = self._elapsed()
+        reserve = self._final_eval_reserve()
+        # rank 0's decision on every rank (data-parallel runs stop together)
+        if not distributed.agree(not room_for_iteration(elapsed, cfg.max_wall_time_s, iter_s,
+                                                        reserve)):
+            return None
+        return wall_time_status(cfg.max_wall_time_s, it, elapsed, iter_s, reserve)
 
     # ---- time plan and phases ----------------------------------------------------------------
     def _initial_plan(self) -> dict[str, Any]:
@@ -193,6 +184,11 @@ class Trainer:
 
     def _elapsed(self) -> float:
         return self._base_wall + time.perf_counter() - self._session_t0
+
+    def _count_time(self) -> None:
+        """The counters' wall and CPU seconds of the whole run (every session) up to now."""
+        self.counters.wall_time_s = self._elapsed()
+        self.counters.cpu_time_s = self._base_cpu + time.process_time() - self._cpu_t0
 
     def _add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + float(seconds)
@@ -448,7 +444,9 @@ class Trainer:
                                threads=self.config.model.threads)
         return out
 
-    def _iteration(self, it: int, logger: RunLogger) -> dict[str, Any]:
+    def _iteration(self, it: int) -> StepResult:
+        """Iteration ``it`` (the loop's step): rollout, update, the evaluation during
+        training when due; its metrics carry the run's counters and clocks."""
         cfg = self.config
         seed = ckpt.iteration_seed(cfg.seed, it, "rollout")
         seed_everything(seed)
@@ -491,7 +489,11 @@ class Trainer:
                  "split": cfg.eval.during_split,
                  **{k: ev[k] for k in ("success_rate", "success_ci95", "episodes", "mean_return")
                     if k in ev}})
-        return metrics
+        self.counters.iteration = it + 1
+        self._count_time()
+        metrics["time/wall_s"] = self.counters.wall_time_s
+        metrics["time/cpu_s"] = self.counters.cpu_time_s
+        return StepResult(metrics)
 
     def _update(self, batch: RolloutBatch, seed: int) -> dict[str, float]:
         """PPO epochs over minibatches, one engine optimizer step each; returns averaged

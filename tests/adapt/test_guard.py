@@ -90,6 +90,7 @@ def test_a_constructed_collapse_stops_the_run_and_rolls_back(guard, tiny_setting
     assert tokens[:2] == [6.0, 6.0] and all(t == 1.0 for t in tokens[2:])
     if not guard:
         assert steps == [1, 2, 3, 4, 5, 6] and ad.guard.fired == {}
+        assert ad.status == "completed"
         assert ad.guard_budget.samples == 0 and "guard/probe_mean_tokens" not in ad.records.history[0]
         return
     probe = [h["guard/probe_mean_tokens"] for h in ad.records.history]
@@ -97,6 +98,7 @@ def test_a_constructed_collapse_stops_the_run_and_rolls_back(guard, tiny_setting
     # the states after steps 3 and 4 are unhealthy: the run stops after step 4 and its
     # parameters are those after step 2 (the last healthy state)
     assert steps == [1, 2, 3, 4] and ad.guard.fired["step"] == 4
+    assert ad.status.startswith("stopped by the collapse guard at step 4 (")
     assert ad.guard.fired["rolled_back_to_optimizer_steps"] == ad.records.history[1]["optimizer_steps"]
     now = ad.trainable_named_parameters()
     assert all(torch.equal(now[n], ad.after[1][n]) for n in now)

@@ -72,6 +72,7 @@ def test_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, method):
     resumed = run_adaptation(method, run_dir=cut, resume=True)
     _same_result(full, resumed)
     assert resumed["resumed"] == 1 and full["resumed"] == 0
+    assert resumed["status"] == full["status"] == "completed"
     assert json.loads((cut / "answers.json").read_text()) == \
         json.loads((tmp_path / "full" / "answers.json").read_text())
     assert latest_checkpoint(cut) is None          # finished: the state is gone
