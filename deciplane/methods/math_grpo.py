@@ -129,6 +129,7 @@ def greedy_answers(policy: Any, problems: list[str], max_new_tokens: int) -> lis
 class MathGRPO(Algorithm):
     """Single-turn GRPO on Math-v0: sample groups, verify, one GRPO-family step."""
 
+    Config = MathGRPOConfig
     config: MathGRPOConfig
 
     def __init__(self, config: MathGRPOConfig, policy: Any) -> None:

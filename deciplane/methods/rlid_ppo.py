@@ -319,6 +319,7 @@ def bc_parameters(optimizer: Optimizer, head: Any, mlp: bool) -> list[torch.nn.P
 class RLiDPPO(Algorithm):
     """RLiD-PPO for the decision-plane menu agent (docs/methods.md §1, §3)."""
 
+    Config = RLiDPPOConfig
     config: RLiDPPOConfig
 
     def __init__(self, config: RLiDPPOConfig, policy: Any) -> None:

@@ -127,6 +127,7 @@ class TextPPO(Algorithm):
     """Free-text agent, trajectory-level units: every turn's response tokens are scored
     under their own prompt and concatenated with a token-to-turn id tensor."""
 
+    Config = TextPPOConfig
     config: TextPPOConfig
 
     def __init__(self, config: TextPPOConfig, policy: Any) -> None:
