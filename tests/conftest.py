@@ -1,4 +1,4 @@
-"""Shared test set-up: one thread for torch, a reusable cache home for generated data, and
+"""Shared test set-up: one thread for torch (at the start of every test), a reusable cache home for generated data, and
 the small tiny-model settings of the adapter tests (tests/adapt/ and tests/methods/)."""
 
 from __future__ import annotations
@@ -26,6 +26,15 @@ except ImportError:  # pragma: no cover
 TINY_ADAPT_SETTINGS = dict(votes=4, train_samples=3, max_new_tokens=6, prompts_per_step=2,
                            max_steps=2, lr=1e-2, temperature=1.5, lora_rank=4, lora_alpha=8,
                            answer_batch=8, checkpoints=1)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Every test starts on one torch thread: a run earlier in this process may have left
+    its ``model.threads`` (default 2) set, and float sums depend on the thread count (the
+    order of the test folders must not change a result)."""
+    if "torch" in globals():
+        torch.set_num_threads(1)
 
 
 @pytest.fixture()
