@@ -1,8 +1,13 @@
-"""Atomic checkpoints for exact resume.
+"""Atomic checkpoints for exact resume: one format for every method.
 
-A checkpoint is a folder ``RUN_DIR/checkpoints/iter_000012/`` holding ``state.pt`` (the
-trainable parameters, the optimizer state, the python/numpy/torch RNG states, counters and
-any extra trainer state) and ``meta.json``. It is written into a temporary folder and
+A checkpoint is a folder ``RUN_DIR/checkpoints/iter_000012/`` holding ``state.pt`` and
+``meta.json``. ``state.pt`` is one :class:`RunState` — the same fields for a trainer's
+iteration and an adapter's step: the step count, the trained parameters, the optimizer
+state, the python/numpy/torch RNG states, the progress counters, trainable modules outside
+the model (e.g. a value head) and the method's own state (``method``: a trainer's plan and
+evaluations, an adapter's budget, records and guard). :func:`run_state_from_payload` also
+reads the two formats written before it (a trainer's ``trainable``/``extra`` payload, an
+adapter's ``params``/``step`` state), so old run directories resume and evaluate. It is written into a temporary folder and
 renamed into place, so a run killed at any instant (even with SIGKILL) leaves either the
 complete new checkpoint or none; only the last ``keep_last`` are kept.
 
@@ -49,6 +54,72 @@ class Counters:
     wall_time_s: float = 0.0    # training wall time accumulated over all sessions
     cpu_time_s: float = 0.0     # process CPU time (all threads) accumulated over all sessions
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+STATE_FORMAT = "deciplane-run-state/1"
+"""The ``format`` of a :class:`RunState` payload (payloads without one are the older
+trainer and adapter formats)."""
+
+
+@dataclass
+class RunState:
+    """What a checkpoint holds, for every method (see the module docstring)."""
+
+    step: int                                   # completed iterations / adaptation steps
+    params: dict[str, torch.Tensor]             # trained parameters of the policy, by name
+    optimizer: dict[str, Any] | None            # the optimizer's state_dict
+    rng: dict[str, Any]                         # python/numpy/torch RNG states
+    counters: dict[str, Any] = field(default_factory=dict)   # Counters fields (trainers)
+    modules: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> state_dict
+    method: dict[str, Any] = field(default_factory=dict)     # the method's own state
+
+
+def run_state_payload(state: RunState) -> dict[str, Any]:
+    """The dict ``state.pt`` holds for ``state``."""
+    return {"format": STATE_FORMAT, **state.__dict__}
+
+
+def run_state_from_payload(payload: Any, path: str | Path = "checkpoint") -> RunState:
+    """The :class:`RunState` of a ``state.pt`` payload in this format or either older one:
+    a trainer's (``trainable``, ``counters``, ``extra``, ``modules``) or an adapter's
+    (``step``, ``params``, ``optimizer_counters``, budgets, records, ``extra``, guard)."""
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path} holds no deciplane run state; it was not written by "
+                              "deciplane")
+    if payload.get("format") == STATE_FORMAT:
+        return RunState(**{k: payload[k] for k in RunState.__dataclass_fields__})
+    if "format" in payload:
+        raise CheckpointError(f"{path} has state format {payload['format']!r}, which this "
+                              f"version does not read (it reads {STATE_FORMAT!r} and older); "
+                              "upgrade deciplane")
+    if "trainable" in payload:                  # a trainer's checkpoint, before RunState
+        counters = dict(payload.get("counters") or {})
+        return RunState(step=int(counters.get("iteration", 0)), params=payload["trainable"],
+                        optimizer=payload.get("optimizer"), rng=payload["rng"],
+                        counters=counters, modules=payload.get("modules", {}),
+                        method=payload.get("extra", {}))
+    if "params" in payload and "step" in payload:   # an adapter's state, before RunState
+        steps, skipped = payload["optimizer_counters"]
+        own = {k: v for k, v in payload.items()
+               if k not in ("step", "params", "optimizer", "optimizer_counters", "rng")}
+        return RunState(step=int(payload["step"]), params=payload["params"],
+                        optimizer=payload["optimizer"], rng=payload["rng"],
+                        counters={"optimizer_steps": steps, "skipped_steps": skipped},
+                        method=own)
+    raise CheckpointError(f"{path} holds no deciplane run state (neither policy parameters "
+                          "nor an adapter's state); it was not written by deciplane")
+
+
+def save_run_state(run_dir: str | Path, state: RunState, meta: dict[str, Any] | None = None,
+                   keep_last: int = 2) -> Path:
+    """Write ``state`` as ``RUN_DIR/checkpoints/iter_<state.step>/`` (atomically, keeping
+    the last ``keep_last``)."""
+    return write_state(run_dir, state.step, run_state_payload(state), meta, keep_last)
+
+
+def load_run_state(path: str | Path, map_location: Any = "cpu") -> RunState:
+    """The :class:`RunState` of a checkpoint folder (any of the three formats)."""
+    return run_state_from_payload(read_state(path, map_location), path)
 
 
 def iteration_seed(seed: int, iteration: int, stream: str = "rollout") -> int:
@@ -104,18 +175,15 @@ def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
                       optimizer: torch.optim.Optimizer | None, counters: Counters,
                       extra: dict[str, Any] | None, keep_last: int,
                       modules: dict[str, torch.nn.Module] | None) -> Path:
-    payload = {
-        "trainable": trainable_state(model),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "rng": rng_state(),
-        "counters": counters.__dict__.copy(),
-        "extra": extra or {},
-        "modules": {name: {k: v.detach().clone() for k, v in m.state_dict().items()}
-                    for name, m in (modules or {}).items()},
-    }
-    meta = {"iteration": counters.iteration, "env_steps": counters.env_steps,
-            "episodes": counters.episodes}
-    return write_state(run_dir, counters.iteration, payload, meta, keep_last)
+    state = RunState(
+        step=counters.iteration, params=trainable_state(model),
+        optimizer=optimizer.state_dict() if optimizer is not None else None,
+        rng=rng_state(), counters=counters.__dict__.copy(),
+        modules={name: {k: v.detach().clone() for k, v in m.state_dict().items()}
+                 for name, m in (modules or {}).items()},
+        method=extra or {})
+    meta = {"env_steps": counters.env_steps, "episodes": counters.episodes}
+    return save_run_state(run_dir, state, meta, keep_last)
 
 
 def write_state(run_dir: str | Path, iteration: int, payload: dict[str, Any],
@@ -220,12 +288,12 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module,
     if not (path / "state.pt").is_file():
         raise CheckpointError(f"{path} is not a checkpoint (no state.pt); pass a folder under "
                               f"RUN_DIR/{CKPT_DIR}/ or use --resume on the run directory")
-    payload = read_state(path)
-    load_trainable_state(model, payload["trainable"])
-    load_modules(modules or {}, payload.get("modules", {}), path)
-    if optimizer is not None and payload.get("optimizer") is not None:
-        optimizer.load_state_dict(payload["optimizer"])
-    set_rng_state(payload["rng"])
-    c = payload["counters"]
+    state = load_run_state(path)
+    load_trainable_state(model, state.params)
+    load_modules(modules or {}, state.modules, path)
+    if optimizer is not None and state.optimizer is not None:
+        optimizer.load_state_dict(state.optimizer)
+    set_rng_state(state.rng)
+    c = state.counters
     counters = Counters(**{k: v for k, v in c.items() if k in Counters.__dataclass_fields__})
-    return counters, payload.get("extra", {})
+    return counters, state.method

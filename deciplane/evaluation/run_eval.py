@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from deciplane.errors import CheckpointError, ConfigError
-from deciplane.engine.checkpoint import CKPT_DIR, latest_checkpoint, list_checkpoints
+from deciplane.engine.checkpoint import (CKPT_DIR, latest_checkpoint, list_checkpoints,
+                                         run_state_from_payload)
 from deciplane.methods import get, load_greedy
 from deciplane.utils import resolve_device
 
@@ -119,11 +120,8 @@ def read_policy_state(checkpoint: str | Path) -> tuple[dict[str, Any], int]:
     except Exception as e:  # noqa: BLE001 - any unpickling failure means corrupt
         raise CheckpointError(f"{f} cannot be read ({e}); pick another checkpoint with "
                               "--checkpoint iter_N") from e
-    if not isinstance(payload, dict) or "trainable" not in payload:
-        raise CheckpointError(f"{f} holds no policy parameters ('trainable'); it was not "
-                              "written by deciplane's trainer")
-    iteration = int((payload.get("counters") or {}).get("iteration", 0))
-    return payload["trainable"], iteration
+    state = run_state_from_payload(payload, f)
+    return state.params, state.step
 
 
 def check_shapes(model: Any, state: dict[str, Any]) -> None:
