@@ -27,14 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, remove_saved_state
+from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract
 from deciplane.adapt.equal_compute import equal_compute_baselines
 from deciplane.errors import ConfigError
 from deciplane.engine.baselines import BaselineStore
 from deciplane.engine.budget import Budget, forward_token_equivalents
 from deciplane.engine.compare import paired_vs
 from deciplane.engine.generation import generate_texts, generation_progress
-from deciplane.engine.rundir import changed_on_resume
+from deciplane.engine.rundir import ARGS_FILE, SUMMARY_FILE, RunDir, changed_on_resume
 from deciplane.methods import MethodTable, get, load_config_class, load_target
 from deciplane.utils import atomic_write_json, resolve_device, seed_everything
 
@@ -192,7 +192,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     ``RUN_DIR/checkpoints/`` after every step. ``resume=True`` (needs ``run_dir``)
     continues such a run — even one killed with SIGKILL — after its last finished step,
     with the arguments it was started with, and ends with the summary an uninterrupted run
-    writes (same answers, same budget counts).
+    writes (same answers, same budget counts). A new run never starts in a directory that
+    holds a run (:class:`~deciplane.engine.rundir.RunDir`, as for training).
     """
     import torch
 
@@ -215,6 +216,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
     seed_everything(args["seed"])
     run_dir = Path(run_dir) if run_dir else Path("runs") / \
         f"adapt-{method}-{benchmark}-{split}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    rundir = RunDir(run_dir).check(resume=resume)     # a new run: never in a used directory
     report = progress or (lambda *a: None)
 
     tasks, scorer = load_benchmark(args["benchmark"], args["split"], limit=args["limit"],
@@ -225,7 +227,8 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
                              seed=args["seed"] if args["model"] == "deciplane/tiny" else 0)
         adapter = load_target(get(args["method"], "adapt"))(
             policy, config, progress=lambda s, n, m: report("adapt", s, n, m))
-        _start_run_dir(run_dir, args, resume)
+        if not resume:
+            rundir.record(ARGS_FILE, args)
         run = _Run(args["method"], args["benchmark"], args["split"], args["model"], args["seed"],
                    args["limit"], config, tasks, policy, adapter,
                    BaselineStore(Path(args["baseline_cache"] or run_dir / "baselines")), report,
@@ -247,16 +250,7 @@ def run_adaptation(method: str, *, benchmark: str = DEFAULT_BENCHMARK, split: st
         if adapter is not None:
             adapter.close()
         scorer.close()
-    return _write_results(run_dir, summary, answers, base)
-
-
-def _start_run_dir(run_dir: Path, args: dict[str, Any], resume: bool) -> None:
-    """Create the run directory once the inputs are known good; a new run records its
-    arguments and never continues an old run's state."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        atomic_write_json(run_dir / "run_args.json", args)
-        remove_saved_state(run_dir)
+    return _write_results(rundir, summary, answers, base)
 
 
 def _baseline(run: _Run, label: str, cache_name: str, key: str,
@@ -445,16 +439,17 @@ def _baseline_summary(run: _Run, scorer: Any, summary: dict[str, Any], after: An
     return []
 
 
-def _write_results(run_dir: Path, summary: dict[str, Any], answers: dict[str, str],
+def _write_results(rundir: RunDir, summary: dict[str, Any], answers: dict[str, str],
                    base: _Baselines) -> dict[str, Any]:
     """answers.json, the plot and summary.json; a finished run keeps its results, not its
     state (the checkpoints are removed)."""
+    run_dir = rundir.path
     atomic_write_json(run_dir / "answers.json", {"after": answers, "before_greedy": base.greedy,
                                                  "majority_vote_equal_budget": base.selection})
     summary["plot"] = plot_curve(summary, run_dir / "accuracy_vs_steps.png")
     summary["run_dir"] = str(run_dir)
-    atomic_write_json(run_dir / "summary.json", summary)
-    remove_saved_state(run_dir)
+    rundir.write_summary(summary)
+    rundir.remove_state()
     return summary
 
 
@@ -467,8 +462,8 @@ def _resume_args(run_dir: str | Path | None, given: dict[str, Any]) -> tuple[dic
 
     if run_dir is None:
         raise ConfigError("resume needs the run directory of the run to continue (--run-dir)")
-    path = Path(run_dir) / "run_args.json"
-    if (Path(run_dir) / "summary.json").is_file():
+    path = Path(run_dir) / ARGS_FILE
+    if (Path(run_dir) / SUMMARY_FILE).is_file():
         raise ConfigError(f"{run_dir} holds a finished run (summary.json); nothing to resume")
     if not path.is_file():
         raise ConfigError(f"{path} not found: {run_dir} is not a `deciplane adapt` run directory "

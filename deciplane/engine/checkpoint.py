@@ -151,39 +151,42 @@ def load_trainable_state(model: torch.nn.Module, state: dict[str, torch.Tensor])
             params[n].copy_(t)
 
 
-def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer | None, counters: Counters,
-                    extra: dict[str, Any] | None = None, keep_last: int = 2,
-                    modules: dict[str, torch.nn.Module] | None = None) -> Path:
-    """Write ``checkpoints/iter_<n>/`` atomically and delete all but the last ``keep_last``.
-
-    ``modules`` are trainable modules outside the model (e.g. a value head), saved by name
-    with their full ``state_dict``. Under a process group only rank 0 writes; every rank
-    returns once the checkpoint is in place.
-    """
-    if distributed.active():
-        path = Path(run_dir) / CKPT_DIR / f"{_PREFIX}{counters.iteration:06d}"
-        if distributed.is_main():
-            path = _write_checkpoint(run_dir, model, optimizer, counters, extra, keep_last,
-                                     modules)
-        distributed.barrier()
-        return path
-    return _write_checkpoint(run_dir, model, optimizer, counters, extra, keep_last, modules)
-
-
-def _write_checkpoint(run_dir: str | Path, model: torch.nn.Module,
-                      optimizer: torch.optim.Optimizer | None, counters: Counters,
-                      extra: dict[str, Any] | None, keep_last: int,
-                      modules: dict[str, torch.nn.Module] | None) -> Path:
-    state = RunState(
+def training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                   counters: Counters, extra: dict[str, Any] | None = None,
+                   modules: dict[str, torch.nn.Module] | None = None) -> RunState:
+    """A trainer's :class:`RunState`: the model's trainable parameters, the optimizer, the
+    RNG states, ``counters`` (its step is ``counters.iteration``), ``modules`` — trainable
+    modules outside the model (e.g. a value head), saved by name with their full
+    ``state_dict`` — and ``extra`` as the method's own state."""
+    return RunState(
         step=counters.iteration, params=trainable_state(model),
         optimizer=optimizer.state_dict() if optimizer is not None else None,
         rng=rng_state(), counters=counters.__dict__.copy(),
         modules={name: {k: v.detach().clone() for k, v in m.state_dict().items()}
                  for name, m in (modules or {}).items()},
         method=extra or {})
-    meta = {"env_steps": counters.env_steps, "episodes": counters.episodes}
-    return save_run_state(run_dir, state, meta, keep_last)
+
+
+def counters_meta(counters: Counters) -> dict[str, Any]:
+    """What ``meta.json`` shows of a training checkpoint besides its iteration."""
+    return {"env_steps": counters.env_steps, "episodes": counters.episodes}
+
+
+def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer | None, counters: Counters,
+                    extra: dict[str, Any] | None = None, keep_last: int = 2,
+                    modules: dict[str, torch.nn.Module] | None = None) -> Path:
+    """Write :func:`training_state` as ``checkpoints/iter_<n>/`` atomically and delete all
+    but the last ``keep_last``. Under a process group only rank 0 writes; every rank
+    returns once the checkpoint is in place."""
+    path = Path(run_dir) / CKPT_DIR / f"{_PREFIX}{counters.iteration:06d}"
+    if distributed.is_main():
+        path = save_run_state(run_dir, training_state(model, optimizer, counters, extra,
+                                                      modules),
+                              counters_meta(counters), keep_last)
+    if distributed.active():
+        distributed.barrier()
+    return path
 
 
 def write_state(run_dir: str | Path, iteration: int, payload: dict[str, Any],

@@ -21,11 +21,23 @@ adds one through the ``deciplane.methods`` entry-point group. Two families exist
   later) and because the collapse guard judges the state after every update — the state
   a checkpoint saves and a rollback restores.
 
-Both run their steps through :func:`deciplane.engine.loop.run_steps`. This base holds
-what both really share, nothing more. Not here, on purpose: ``evaluate`` (an adapter
-never sees a scorer: the runner scores its answers) and ``state_dict`` (a trainer's
-checkpoint is the loop's — weights, optimizer, the algorithm's modules — while an
-adapter saves its own state, :meth:`~deciplane.adapt.base.BaseAdapter.state_dict`).
+Both run their steps through :func:`deciplane.engine.loop.run_steps`, in a run directory
+kept by :class:`deciplane.engine.rundir.RunDir`, and checkpoint the same
+:class:`deciplane.engine.checkpoint.RunState`. The protocol, method by method:
+
+* **collect** — train: ``rollout`` returns a typed ``RolloutBatch``; adapt: inside
+  ``adapt_step`` (on-policy);
+* **loss or own update** — train: ``loss`` on micro-batches, or ``update`` where the
+  schedule is its own (the GRPO family); adapt: ``adapt_step``, its own update through the
+  engine's one optimizer step (:func:`deciplane.engine.optim.optimizer_step`);
+* **evaluate** — train: ``evaluate(split)``; adapt: none, the held-out scorer scores the
+  answers after the run;
+* **own state** — both: :meth:`Method.own_state` / :meth:`Method.load_own_state`.
+
+The trained parameters, the optimizer and the RNG states are saved by the run for every
+method; :meth:`own_state` is what a method keeps besides them (TASCO's perturbation RNG,
+Probe-ERPO's probes; a plug-in's running statistics) and must be restored exactly for a
+resumed run to equal an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -45,6 +57,15 @@ class Method:
     """Its config, an instance of :attr:`Config`."""
     policy: Any
     """The :class:`~deciplane.agents.Policy` it trains or adapts."""
+
+    def own_state(self) -> dict[str, Any]:
+        """What this method keeps besides the trained parameters, the optimizer and the
+        RNG states (the run saves those), for an exact resume; ``{}`` by default."""
+        return {}
+
+    def load_own_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`own_state` (``{}`` from a checkpoint written before the method
+        kept any)."""
 
     def close(self) -> None:
         """Release what the method holds besides the policy (env workers, a sandbox); the

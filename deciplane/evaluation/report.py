@@ -9,6 +9,7 @@ from typing import Any
 
 from deciplane.errors import DeciplaneError
 from deciplane.engine.logger import read_metrics
+from deciplane.engine.rundir import CONFIG_FILE
 from deciplane.methods import get as get_method
 
 # figure name -> metric-name prefixes it shows
@@ -420,7 +421,7 @@ def write_report(run_dir: str | Path, baselines: bool = True) -> tuple[Path, lis
     pngs = plot_run(run_dir)
     base: dict[str, dict[str, Any]] = {}
     note = ""
-    if baselines and (run_dir / "config.yaml").is_file():
+    if baselines and (run_dir / CONFIG_FILE).is_file():
         try:
             base = run_baselines(run_dir)
         except Exception as e:  # noqa: BLE001 - the report still has the run's own rows

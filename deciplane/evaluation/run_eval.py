@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from deciplane.errors import CheckpointError, ConfigError
+from deciplane.engine.rundir import CONFIG_FILE
 from deciplane.engine.checkpoint import (CKPT_DIR, latest_checkpoint, list_checkpoints,
                                          run_state_from_payload)
 from deciplane.methods import get, load_greedy
 from deciplane.utils import resolve_device
 
-CONFIG_FILE = "config.yaml"
 
 
 def evaluates_on(config: Any) -> str:

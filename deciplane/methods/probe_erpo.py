@@ -395,10 +395,10 @@ class ProbeERPO(BaseAdapter):
                                              / max(len(self._probes), 1)),
                            **dict(sorted(self.probe_stats.items()))}}
 
-    def extra_state(self) -> dict[str, Any]:
+    def own_state(self) -> dict[str, Any]:
         return {"probes": dict(self._probes), "probe_stats": Counter(self.probe_stats)}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def load_own_state(self, state: dict[str, Any]) -> None:
         self._probes = dict(state["probes"])
         self.probe_stats = Counter(state["probe_stats"])
 

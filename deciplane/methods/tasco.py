@@ -330,10 +330,10 @@ class TASCO(BaseAdapter):
     def trainable_named_parameters(self) -> dict[str, Any]:
         return {"prefix": self.prefix.weight}
 
-    def extra_state(self) -> dict[str, Any]:
+    def own_state(self) -> dict[str, Any]:
         return {"perturbation_rng": self._gen.get_state()}
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def load_own_state(self, state: dict[str, Any]) -> None:
         self._gen.set_state(state["perturbation_rng"])
 
     def answer(self, tasks: Sequence[UnlabeledTask], budget: Budget | None = None) -> dict[str, str]:

@@ -20,7 +20,7 @@ import torch
 
 from deciplane.agents.precision import apply_trunk_dtype, autocast_layers, resolve_trunk_dtype
 from deciplane.engine import distributed
-from deciplane.engine.rundir import changed_on_resume, ensure_unused_run_dir
+from deciplane.engine.rundir import CONFIG_FILE, changed_on_resume, ensure_unused_run_dir
 from deciplane.engine.trunk import first_trainable_layer
 from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine import checkpoint as ckpt
@@ -147,7 +147,7 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
     if run_dir is None:
         if resume:
             raise CheckpointError("--resume needs --run-dir DIR (the run to continue)")
-    saved = Path(run_dir) / "config.yaml" if run_dir is not None else None
+    saved = Path(run_dir) / CONFIG_FILE if run_dir is not None else None
     if not isinstance(config, TrainConfig):
         if config is None:
             if saved is None or not saved.is_file():

@@ -45,14 +45,19 @@ from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, op
 from deciplane.engine.plan import (PLAN_AFTER_EPISODES, continue_epochs, decision_cost_summary,
                                    eval_cut_reason, eval_episodes_that_fit, eval_share_of,
                                    room_for_iteration, time_breakdown, wall_time_status)
-from deciplane.engine.rundir import ensure_unused_run_dir
+from deciplane.engine.rundir import CONFIG_FILE, RunDir
 from deciplane.errors import ConfigError
 from deciplane.provenance import provenance
 from deciplane.engine import checkpoint as ckpt
 from deciplane.trainers.algorithm import Algorithm, Objectives, RolloutBatch
 from deciplane.trainers.config import TrainConfig, dump_yaml, to_dict
 from deciplane.engine.logger import RunLogger
-from deciplane.utils import atomic_write_json, seed_everything
+from deciplane.utils import seed_everything
+
+
+OWN_STATE = "own_state"
+"""The key of the algorithm's :meth:`~deciplane.engine.method.Method.own_state` in the
+checkpoint's method state."""
 
 
 class Trainer:
@@ -90,25 +95,21 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         """Run (or resume) training; write ``summary.json`` and return it."""
         cfg = self.config
-        main = distributed.is_main()
-        if not self.resume:
-            ensure_unused_run_dir(self.run_dir)
+        rundir = self.rundir = RunDir(self.run_dir, writer=distributed.is_main())
+        rundir.check(resume=self.resume)
         distributed.barrier()   # every rank checked the run dir before rank 0 writes to it
-        if main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
         start = 0
         if self.resume:
-            last = ckpt.latest_checkpoint(self.run_dir)
+            last = rundir.latest_state_path()
             if last is not None:
                 self.counters, self.extra = ckpt.load_checkpoint(last, self.policy.model,
                                                                  self.optimizer, self.modules)
+                self.algo.load_own_state(self.extra.get(OWN_STATE, {}))
                 start = self.counters.iteration
         self.phases = dict(self.extra.get("phases", {}))
         self._add_phase("model_load", self.setup_s)
-        if main:
-            (self.run_dir / "config.yaml").write_text(dump_yaml(cfg))
-        logger = RunLogger(self.run_dir, total=cfg.iterations, start=start,
-                           progress=cfg.progress) if main else _QuietLogger()
+        rundir.record(CONFIG_FILE, dump_yaml(cfg))
+        logger = rundir.logger(total=cfg.iterations, start=start, progress=cfg.progress)
         self._hook_progress(logger)
         # the budget covers the whole run: the model load before train() counts too
         self._session_t0 = time.perf_counter() - self.setup_s
@@ -136,8 +137,7 @@ class Trainer:
         self._count_time()
         summary = self._summary(final, loop.status)
         summary["data_parallel"] = distributed.describe()
-        if main:
-            atomic_write_json(self.run_dir / "summary.json", summary)
+        rundir.write_summary(summary)
         distributed.barrier()
         return summary
 
@@ -319,9 +319,13 @@ class Trainer:
         cfg = self.config
         with self._phase("checkpoints"):
             self.counters.wall_time_s = self._elapsed()
-            ckpt.save_checkpoint(self.run_dir, self.policy.model, self.optimizer,
-                                 self.counters, self.extra, keep_last=cfg.checkpoint.keep_last,
-                                 modules=self.modules)
+            self.extra[OWN_STATE] = self.algo.own_state()
+            if self.rundir.writer:
+                self.rundir.save_state(
+                    ckpt.training_state(self.policy.model, self.optimizer, self.counters,
+                                        self.extra, self.modules),
+                    ckpt.counters_meta(self.counters), keep_last=cfg.checkpoint.keep_last)
+            distributed.barrier()   # the other ranks go on once the checkpoint is in place
 
     # ---- pieces --------------------------------------------------------------------------
     def _before(self, logger: RunLogger) -> None:
@@ -595,22 +599,6 @@ def _precision(policy: Any) -> dict[str, Any]:
     return {"native_bf16": native_bf16(),
             "trunk": None if cast is None else {"dtype": str(cast[0]).removeprefix("torch."),
                                                 "layers": cast[1]}}
-
-
-class _QuietLogger:
-    """The logger of ranks other than 0 under data-parallel training: writes nothing."""
-
-    def log(self, step: int, metrics: dict[str, Any]) -> None:
-        pass
-
-    def print(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def event(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:

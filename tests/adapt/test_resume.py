@@ -17,9 +17,8 @@ import pytest
 from deciplane.engine.checkpoint import latest_checkpoint
 from deciplane.engine.logger import read_metrics
 
-from deciplane.adapt.base import BaseAdapter
 from deciplane.adapt.runner import run_adaptation
-from deciplane.errors import ConfigError
+from deciplane.errors import CheckpointError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 COMMON = ["votes=4", "train_samples=2", "max_new_tokens=6", "prompts_per_step=2",
@@ -83,17 +82,16 @@ def test_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, method):
     assert [r["iteration"] for r in read_metrics(cut)] == [1, 2, 3][:len(read_metrics(cut))]
 
 
-def test_resume_refuses_other_arguments_and_finished_runs(tmp_path, monkeypatch):
+def test_resume_refuses_other_arguments_and_finished_runs(tmp_path):
     bench, sets = METHODS["ttrl"]
     kw = dict(benchmark=bench, split="test", model="deciplane/tiny", overrides=sets, limit=4,
               threads=1)
     with pytest.raises(Stop):
         run_adaptation("ttrl", run_dir=tmp_path / "r", seed=1, progress=_stop_after(1), **kw)
-    # a new run (no resume) in a folder holding a stopped run's state starts from scratch
+    # a new run (no resume) never starts in a folder holding a run, as for training
     shutil.copytree(tmp_path / "r" / "checkpoints", tmp_path / "r2" / "checkpoints")
-    with monkeypatch.context() as m:
-        m.setattr(BaseAdapter, "load_state", lambda *a: pytest.fail("a new run loaded old state"))
-        assert run_adaptation("ttrl", run_dir=tmp_path / "r2", seed=1, **kw)["resumed"] == 0
+    with pytest.raises(CheckpointError, match="already holds a run; pass --resume"):
+        run_adaptation("ttrl", run_dir=tmp_path / "r2", seed=1, **kw)
     with pytest.raises(ConfigError, match=r"seed=2 \(run: 1\)"):
         run_adaptation("ttrl", run_dir=tmp_path / "r", seed=2, resume=True, **kw)
     run_adaptation("ttrl", run_dir=tmp_path / "r", seed=1, resume=True, **kw)

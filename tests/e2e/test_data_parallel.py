@@ -65,7 +65,7 @@ def _metrics(run: Path) -> list[dict]:
 
 def _last_params(run: Path) -> dict[str, torch.Tensor]:
     (last,) = sorted((run / "checkpoints").iterdir())
-    return torch.load(last / "state.pt", weights_only=False)["trainable"]
+    return torch.load(last / "state.pt", weights_only=False)["params"]
 
 
 @pytest.mark.slow

@@ -75,6 +75,11 @@ def test_the_plugin_trains_resumes_and_evaluates(site, tmp_path):
     _cli(site, "train", "--run-dir", str(run), "--resume", "--set", "iterations=3")
     assert _iterations(run) == [0, 1, 2, 3]
     assert json.loads((run / "summary.json").read_text())["optimizer_steps"] == 3
+    # the method's own state (its reward history) came back with the checkpoint
+    steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()][1:]
+    rewards = [m["rollout/reward"] for m in steps]
+    assert steps[-1]["rollout/reward_running_mean"] == pytest.approx(sum(rewards) / 3)
+    assert [m["rollout/iterations_seen"] for m in steps] == [1, 2, 3]
 
     out = _cli(site, "evaluate", str(run), "--episodes", "2", "--json", str(tmp_path / "e.json"))
     report = json.loads((tmp_path / "e.json").read_text())

@@ -64,6 +64,15 @@ class ToyReinforce(Algorithm):
         self.agent = MenuAgent(policy, temperature=config.temperature, history=config.history)
         self.eval_agent = greedy_agent(config, policy)
         self.suite = EnvSuite(config.env, workers=config.env_workers)
+        self.rewards_seen: list[float] = []   # mean reward per iteration: its own state
+
+    def own_state(self) -> dict[str, Any]:
+        """What a resume needs besides weights, optimizer and RNG: the reward history
+        behind ``rollout/reward_running_mean``."""
+        return {"rewards_seen": list(self.rewards_seen)}
+
+    def load_own_state(self, state: dict[str, Any]) -> None:
+        self.rewards_seen = list(state.get("rewards_seen", []))
 
     def rollout(self, iteration: int, seed: int) -> RolloutBatch:
         c = self.config
@@ -79,7 +88,10 @@ class ToyReinforce(Algorithm):
         steps = Steps([t.decision for tr in trajs for t in tr.turns],
                       torch.tensor([float(adv[e]) for e, tr in enumerate(trajs)
                                     for _ in tr.turns]))                             # (N,)
-        metrics = {**stats.metrics(), "rollout/reward": float(returns.mean())}
+        self.rewards_seen.append(float(returns.mean()))
+        metrics = {**stats.metrics(), "rollout/reward": self.rewards_seen[-1],
+                   "rollout/reward_running_mean": sum(self.rewards_seen) / len(self.rewards_seen),
+                   "rollout/iterations_seen": len(self.rewards_seen)}
         return RolloutBatch(n_units=len(steps.decisions), data=steps,
                             env_steps=stats.env_steps, episodes=stats.episodes,
                             degenerate=bool((adv == 0).all()), metrics=metrics)
