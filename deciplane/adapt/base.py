@@ -34,12 +34,13 @@ from deciplane.errors import ConfigError
 from deciplane.options import check_options, learning_rate, option
 from deciplane.engine.budget import Budget
 from deciplane.engine.checkpoint import RunState
-from deciplane.engine.generation import generate, generate_texts
+from deciplane.engine.generation import generate, generate_texts, sample_groups
+from deciplane.engine.optim import Optimizer
 from deciplane.engine.loop import COMPLETED, StepResult, run_steps
 from deciplane.engine.method import Method
 from deciplane.engine.plan import room_for_iteration, wall_time_status
 from deciplane.engine.rundir import RunDir
-from deciplane.types import UnlabeledTask
+from deciplane.types import Trajectory, UnlabeledTask
 from deciplane.utils import rng_state, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -573,11 +574,11 @@ class BaseAdapter(Method):
         cfg = self.config
         probe = list(tasks)[:cfg.guard_probe]
         tokens0 = self.guard_budget.generated_tokens
-        t0 = time.perf_counter()
+        t0 = self.clock()
         texts = generate_texts(self.policy, [self.format(t) for t in probe],
                                max_new_tokens=cfg.max_new_tokens, greedy=True,
                                budget=self.guard_budget, prompts_per_batch=cfg.answer_batch)
-        self._probe_s_max = max(self._probe_s_max, time.perf_counter() - t0)   # time plan
+        self._probe_s_max = max(self._probe_s_max, self.clock() - t0)   # time plan
         answers = self.guard_answers(texts)
         s = step_signals(self.guard_budget.generated_tokens - tokens0, len(probe),
                          [[a] for a in answers] if answers is not None else ())
@@ -610,6 +611,28 @@ class BaseAdapter(Method):
 
     def sample_seed(self, step: int) -> int:
         return self.config.seed * 1_000_003 + step
+
+    def sample_task_groups(self, tasks: Sequence[UnlabeledTask], step: int, group_size: int,
+                           **kwargs: Any) -> list[list[Trajectory]]:
+        """``group_size`` sampled answers per task (a group per task, its id the task's),
+        at the config's generation settings and step ``step``'s seed, counted in the
+        adaptation budget; ``kwargs`` go to
+        :func:`~deciplane.engine.generation.sample_groups` (e.g. ``stop``)."""
+        cfg = self.config
+        return sample_groups(self.policy, [self.format(t) for t in tasks],
+                             group_size=group_size, max_new_tokens=cfg.max_new_tokens,
+                             temperature=cfg.temperature, top_p=cfg.top_p,
+                             seed=self.sample_seed(step), budget=self.budget,
+                             group_ids=[t.id for t in tasks], **kwargs)
+
+    def new_optimizer(self) -> Optimizer:
+        """The engine's optimizer over the policy's trainable parameters at the config's
+        ``lr``, ``weight_decay`` and ``max_grad_norm``, counting into the adaptation
+        budget."""
+        cfg = self.config
+        return Optimizer(self.policy.trainable_parameters(), lr=cfg.lr,
+                         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+                         budget=self.budget)
 
 
 __all__ = ["Adapter", "AdaptConfig", "AdaptRecords", "BaseAdapter", "VoteRecord",

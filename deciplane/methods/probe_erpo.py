@@ -46,9 +46,9 @@ import torch
 
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, VoteRecord
 from deciplane.engine.budget import Budget
-from deciplane.engine.generation import generate, generate_texts, sample_groups
+from deciplane.engine.generation import generate, generate_texts
 from deciplane.engine.logprobs import forward_responses, pad_responses
-from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, optimizer_step
+from deciplane.engine.optim import MicroLoss, Normaliser, optimizer_step
 from deciplane.envs.code.harness import INSTRUCTION, STOP, extract_program, is_probe, run_probes
 from deciplane.errors import ConfigError
 from deciplane.options import option
@@ -379,9 +379,7 @@ class ProbeERPO(BaseAdapter):
         super().__init__(policy, config, progress)
         cfg = self.config
         self.loss_cfg = cfg.loss
-        self.optimizer = Optimizer(policy.trainable_parameters(), lr=cfg.lr,
-                                   weight_decay=cfg.weight_decay,
-                                   max_grad_norm=cfg.max_grad_norm, budget=self.budget)
+        self.optimizer = self.new_optimizer()
         self.sandbox = Sandbox(cfg.backend)
         self._probes: dict[str, list[str]] = {}
         self.probe_stats = Counter()
@@ -522,10 +520,7 @@ class ProbeERPO(BaseAdapter):
     # -- one step ------------------------------------------------------------------------
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         cfg = self.config
-        groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.votes,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=self.sample_seed(step), budget=self.budget,
-                               group_ids=[t.id for t in tasks], stop=STOP)
+        groups = self.sample_task_groups(tasks, step, cfg.votes, stop=STOP)
         probes = self.probes_for(tasks)
         rows: list[Trajectory] = []
         adv_rows: list[float] = []

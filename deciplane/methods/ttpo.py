@@ -39,9 +39,8 @@ import torch
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.options import option
-from deciplane.engine.generation import sample_groups
 from deciplane.engine.logprobs import forward_responses
-from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, is_step_metric, optimizer_step
+from deciplane.engine.optim import MicroLoss, Normaliser, is_step_metric, optimizer_step
 from deciplane.objectives import TTPOLossConfig, grpo_advantages, group_ids_from_keys, ttpo_loss
 from deciplane.objectives.ttpo import agree_branch_kl
 from deciplane.types import Trajectory, UnlabeledTask
@@ -111,9 +110,7 @@ class TTPO(BaseAdapter):
         super().__init__(policy, config, progress)
         cfg = self.config
         self.loss_cfg = cfg.loss
-        self.optimizer = Optimizer(policy.trainable_parameters(), lr=cfg.lr,
-                                   weight_decay=cfg.weight_decay,
-                                   max_grad_norm=cfg.max_grad_norm, budget=self.budget)
+        self.optimizer = self.new_optimizer()
         # (trainable_parameters() has snapshotted the frozen reference for full fine-tuning)
 
     def samples_per_prompt(self) -> int:
@@ -122,10 +119,7 @@ class TTPO(BaseAdapter):
     # -- one step ------------------------------------------------------------------------
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         cfg = self.config
-        groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.votes,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=self.sample_seed(step), budget=self.budget,
-                               group_ids=[t.id for t in tasks])
+        groups = self.sample_task_groups(tasks, step, cfg.votes)
         rows: list[Trajectory] = []
         agree_rows: list[bool] = []
         adv_rows: list[float] = []

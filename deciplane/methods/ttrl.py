@@ -26,7 +26,6 @@ from typing import Any, ClassVar, Literal
 from deciplane.adapt.base import AdaptConfig, BaseAdapter, extract, vote
 from deciplane.errors import ConfigError
 from deciplane.options import option
-from deciplane.engine.generation import sample_groups
 from deciplane.engine.grpo import GRPOConfig, GRPOUpdate
 from deciplane.objectives.policy_loss import PolicyLossConfig
 from deciplane.types import UnlabeledTask
@@ -85,10 +84,7 @@ class TTRL(BaseAdapter):
 
     def adapt_step(self, tasks: list[UnlabeledTask], step: int) -> dict[str, float]:
         cfg = self.config
-        groups = sample_groups(self.policy, [self.format(t) for t in tasks], group_size=cfg.votes,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=self.sample_seed(step), budget=self.budget,
-                               group_ids=[t.id for t in tasks])
+        groups = self.sample_task_groups(tasks, step, cfg.votes)
         train, shares = [], []
         for task, group in zip(tasks, groups):
             answers = extract([tr.turns[0].action for tr in group])
