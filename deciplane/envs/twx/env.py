@@ -330,7 +330,7 @@ class TextWorldExpressEnv(MenuTextEnv):
         self._view.note_reward(command, reward)
         self._observe(state, command)
         if self._planner is not None:
-            self._planner.observe(command, before, room_of(self._look))
+            self._planner.observe(command, before, room_of(self._look), reward)
         return reward
 
     def _game_over(self) -> bool:

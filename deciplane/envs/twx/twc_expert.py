@@ -104,8 +104,14 @@ class TwcPlanner:
         if d in OPPOSITE:
             self.edges.setdefault((there, f"move {OPPOSITE[d]}"), here)
 
-    def observe(self, command: str, before: str | None, after: str | None) -> None:
-        """Record a command the game executed in room ``before`` (now in ``after``)."""
+    def observe(self, command: str, before: str | None, after: str | None,
+                reward: float | None = None) -> None:
+        """Record a command the game executed in room ``before`` (now in ``after``) and,
+        when known, the ``reward`` it earned. A put into a container of ``places`` other
+        than the gold path's that earns nothing is not accepted in this game (twc's object
+        file lists two objects of one name with different places; the game's instance is
+        one of them): that container leaves the object's places, so the object counts as
+        misplaced again and goes on to its gold container."""
         if command.startswith("move ") and before and after:
             self._learn_move(before, command, after)
             return
@@ -118,7 +124,12 @@ class TwcPlanner:
             return
         put = parse_put(command, list(self.where))
         if put:
-            self.where[put[0]] = (before, put[1])
+            obj, container = put
+            self.where[obj] = (before, container)
+            gold = self.target.get(obj, (None, None))[0]
+            if reward is not None and reward <= 0 and gold is not None \
+                    and _key(container) != _key(gold) and self.accepts(obj, container):
+                self.places[obj] = tuple(c for c in self.places[obj] if c != _key(container))
 
     # ---- planning ----------------------------------------------------------------------------
 

@@ -92,6 +92,48 @@ def test_plan_puts_into_the_nearest_container_the_game_accepts():
     assert TwcPlanner(GOLD, ROOMS).places == {}
 
 
+def test_a_put_the_game_does_not_score_is_not_an_accepted_place():
+    """twc's object file lists places the game's instance of an object may not accept: a
+    put there that earns nothing takes the container out of the object's places, and the
+    expert takes the object on to the gold path's container."""
+    p = TwcPlanner(GOLD, ROOMS, places={"shirt": ["basket", "bench"]})
+    p.observe("take shirt", "hall", "hall", reward=0.0)
+    p.observe("move north", "hall", "laundry room", reward=0.0)
+    p.observe("put shirt on bench", "laundry room", "laundry room", reward=0.0)
+    assert p.places["shirt"] == ("basket",) and p.misplaced() == ["shirt"]
+    assert p.next_command(LAUNDRY, ["take shirt from bench", "move south"]) == \
+        "take shirt from bench"
+    p.observe("take shirt from bench", "laundry room", "laundry room", reward=0.0)
+    assert p.next_command(LAUNDRY, ["put shirt on bench", "put shirt in basket"]) == \
+        "put shirt in basket"
+    # a put that scores, or one without a known reward, keeps the place
+    q = TwcPlanner(GOLD, ROOMS, places={"shirt": ["basket", "bench"]})
+    q.observe("take shirt", "hall", "hall")
+    q.observe("put shirt on bench", "laundry room", "laundry room", reward=0.5)
+    assert q.places["shirt"] == ("basket", "bench") and q.misplaced() == []
+
+
+@needs_twx
+@pytest.mark.parametrize("game", [101, 262])
+def test_the_expert_wins_train_games_whose_object_file_place_does_not_score(game):
+    """Train games 101 and 262 (2 rooms, 2 objects): the object file accepts the table lamp
+    on the night stand, this game does not (its gold path uses the side table); the expert
+    used to stop there with the game unfinished, and behaviour cloning failed."""
+    env = gym.make("deciplane/TextWorldExpress-v0", game="twc", split="train",
+                   game_params={"numLocations": 2, "numItemsToPutAway": 2}, expert=True,
+                   drop_penalised=True)
+    try:
+        obs, info = env.reset(options={"game": game})
+        for _ in range(30):
+            assert info["expert_action"] is not None, obs
+            obs, r, term, trunc, info = env.step(info["expert_action"])
+            if term or trunc:
+                break
+        assert info["won"]
+    finally:
+        env.close()
+
+
 @needs_twx
 def test_the_expert_uses_any_accepted_container_of_a_real_game():
     """Valid game 1: the gold path opens the chest of drawers for the blue blanket; the bed,
