@@ -25,10 +25,12 @@
   :mod:`~deciplane.engine.method` — :class:`Method`, the base of every method (the
   trainers' ``Algorithm``, the adapters' ``BaseAdapter``);
 * the run's services, shared by trainers and adapters: :mod:`~deciplane.engine.rundir`
-  (a new run's directory, what a resumed run may change), :mod:`~deciplane.engine.baselines`
-  (the one baseline store), :mod:`~deciplane.engine.compare` (paired comparisons),
-  :mod:`~deciplane.engine.plan` (the wall-time plan), with
-  :mod:`~deciplane.engine.checkpoint` and :mod:`~deciplane.engine.logger`.
+  (:class:`RunDir`, the one owner of a run's directory: the new-run check, the recorded
+  config, checkpoints, metrics log and summary; what a resumed run may change),
+  :mod:`~deciplane.engine.checkpoint` (:class:`RunState`, the one checkpoint format),
+  :mod:`~deciplane.engine.baselines` (the one baseline store),
+  :mod:`~deciplane.engine.compare` (paired comparisons), :mod:`~deciplane.engine.plan`
+  (the wall-time plan) and :mod:`~deciplane.engine.logger`.
 
 The engine imports agents, objectives, envs and types; trainers/, adapt/, evaluation/ and
 the CLI sit on top of it (``tests/test_layering.py``).
@@ -65,6 +67,10 @@ _LAZY = {
     "first_trainable_layer": "deciplane.engine.trunk",
     "check_trunk_frozen": "deciplane.engine.trunk",
     "decoder_of": "deciplane.engine.trunk",
+    "RunDir": "deciplane.engine.rundir",
+    "RunState": "deciplane.engine.checkpoint",
+    "Method": "deciplane.engine.method",
+    "run_steps": "deciplane.engine.loop",
 }
 
 
