@@ -17,8 +17,9 @@ of each iteration (:func:`iteration_seed`), so the saved RNG states are a second
 defence rather than the only one.
 
 Data-parallel runs (``accelerate launch``, :mod:`deciplane.engine.distributed`): every
-rank holds the same state, so rank 0 alone writes the checkpoint and the others wait for
-it (a barrier) before going on; on resume every rank loads the same folder (the run
+rank holds the same state, so rank 0 alone writes the checkpoint (the writer of
+:class:`~deciplane.engine.rundir.RunDir`) and the others wait for it (a barrier in the
+trainer) before going on; on resume every rank loads the same folder (the run
 directory must be on a file system all ranks see).
 """
 
@@ -34,7 +35,6 @@ from typing import Any
 
 import torch
 
-from deciplane.engine import distributed
 from deciplane.errors import CheckpointError
 from deciplane.utils import rng_state, set_rng_state  # noqa: F401  (re-exported)
 
@@ -172,23 +172,6 @@ def counters_meta(counters: Counters) -> dict[str, Any]:
     return {"env_steps": counters.env_steps, "episodes": counters.episodes}
 
 
-def save_checkpoint(run_dir: str | Path, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer | None, counters: Counters,
-                    extra: dict[str, Any] | None = None, keep_last: int = 2,
-                    modules: dict[str, torch.nn.Module] | None = None) -> Path:
-    """Write :func:`training_state` as ``checkpoints/iter_<n>/`` atomically and delete all
-    but the last ``keep_last``. Under a process group only rank 0 writes; every rank
-    returns once the checkpoint is in place."""
-    path = Path(run_dir) / CKPT_DIR / f"{_PREFIX}{counters.iteration:06d}"
-    if distributed.is_main():
-        path = save_run_state(run_dir, training_state(model, optimizer, counters, extra,
-                                                      modules),
-                              counters_meta(counters), keep_last)
-    if distributed.active():
-        distributed.barrier()
-    return path
-
-
 def write_state(run_dir: str | Path, iteration: int, payload: dict[str, Any],
                 meta: dict[str, Any] | None = None, keep_last: int = 2) -> Path:
     """Write ``payload`` (``torch.save``) as ``RUN_DIR/checkpoints/iter_<iteration>/``
@@ -286,7 +269,7 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module,
                     modules: dict[str, torch.nn.Module] | None = None
                     ) -> tuple[Counters, dict[str, Any]]:
     """Restore parameters, optimizer and RNG states (and the named ``modules`` saved by
-    :func:`save_checkpoint`); return the counters and extra state."""
+    :func:`training_state`); return the counters and extra state."""
     path = Path(path)
     if not (path / "state.pt").is_file():
         raise CheckpointError(f"{path} is not a checkpoint (no state.pt); pass a folder under "

@@ -12,6 +12,12 @@ from deciplane.errors import CheckpointError
 from deciplane.utils import rng_state
 
 
+def _save(run_dir, model, optimizer, counters, extra=None, keep_last=2):
+    """A trainer's checkpoint, as the Trainer writes it."""
+    return ckpt.save_run_state(run_dir, ckpt.training_state(model, optimizer, counters, extra),
+                               ckpt.counters_meta(counters), keep_last)
+
+
 def _state() -> ckpt.RunState:
     return ckpt.RunState(step=3, params={"w": torch.arange(4.0)}, optimizer={"state": {}},
                          rng=rng_state(), counters={"iteration": 3, "env_steps": 30},
@@ -31,11 +37,11 @@ def test_round_trip_through_a_checkpoint_folder(tmp_path):
 
 
 def test_trainer_and_adapter_write_the_same_fields(tmp_path):
-    """A trainer's checkpoint (save_checkpoint) is a RunState: its step is the iteration,
+    """A trainer's checkpoint (training_state) is a RunState: its step is the iteration,
     its method state the trainer's extra state."""
     m = torch.nn.Linear(2, 1)
     opt = torch.optim.AdamW(m.parameters(), lr=0.1)
-    path = ckpt.save_checkpoint(tmp_path, m, opt, ckpt.Counters(iteration=2, episodes=5),
+    path = _save(tmp_path, m, opt, ckpt.Counters(iteration=2, episodes=5),
                                 extra={"pre_rl_done": True})
     payload = torch.load(path / "state.pt", weights_only=False)
     assert set(payload) == {"format", *ckpt.RunState.__dataclass_fields__}

@@ -15,6 +15,12 @@ from deciplane.engine.logger import RunLogger, read_metrics
 from deciplane.evaluation.report import ReportError, write_report
 
 
+def _save(run_dir, model, optimizer, counters, extra=None, keep_last=2):
+    """A trainer's checkpoint, as the Trainer writes it."""
+    return ckpt.save_run_state(run_dir, ckpt.training_state(model, optimizer, counters, extra),
+                               ckpt.counters_meta(counters), keep_last)
+
+
 def _model():
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 1))
@@ -29,7 +35,7 @@ def test_save_load_round_trip_with_rng_and_optimizer(tmp_path):
     opt.step()
     c = ckpt.Counters(iteration=3, env_steps=30, episodes=6, optimizer_steps=3)
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
-    ckpt.save_checkpoint(tmp_path, m, opt, c, extra={"before": {"test": {"x": 1}}})
+    _save(tmp_path, m, opt, c, extra={"before": {"test": {"x": 1}}})
     expected = (random.random(), np.random.rand(), torch.rand(1).item())
     state = {k: v.clone() for k, v in m.state_dict().items()}
 
@@ -48,7 +54,7 @@ def test_save_load_round_trip_with_rng_and_optimizer(tmp_path):
 def test_keep_last_and_half_written_ignored(tmp_path):
     m = _model()
     for it in range(1, 5):
-        ckpt.save_checkpoint(tmp_path, m, None, ckpt.Counters(iteration=it), keep_last=2)
+        _save(tmp_path, m, None, ckpt.Counters(iteration=it), keep_last=2)
     names = [p.name for p in ckpt.list_checkpoints(tmp_path)]
     assert names == ["iter_000003", "iter_000004"]
     # a crash mid-write leaves a temp folder (or a folder without meta.json): ignored
@@ -59,7 +65,7 @@ def test_keep_last_and_half_written_ignored(tmp_path):
 
 def test_corrupt_or_mismatched_checkpoint_errors(tmp_path):
     m = _model()
-    path = ckpt.save_checkpoint(tmp_path, m, None, ckpt.Counters(iteration=1))
+    path = _save(tmp_path, m, None, ckpt.Counters(iteration=1))
     other = torch.nn.Linear(2, 2)
     with pytest.raises(CheckpointError, match="same model"):
         ckpt.load_checkpoint(path, other, None)
