@@ -7,9 +7,11 @@ state, the python/numpy/torch RNG states, the progress counters, trainable modul
 the model (e.g. a value head) and the method's own state (``method``: a trainer's plan and
 evaluations, an adapter's budget, records and guard). :func:`run_state_from_payload` also
 reads the two formats written before it (a trainer's ``trainable``/``extra`` payload, an
-adapter's ``params``/``step`` state), so old run directories resume and evaluate. It is written into a temporary folder and
-renamed into place, so a run killed at any instant (even with SIGKILL) leaves either the
-complete new checkpoint or none; only the last ``keep_last`` are kept.
+adapter's ``params``/``step`` state), so old run directories resume and evaluate.
+
+A checkpoint is written into a temporary folder and renamed into place, so a run killed at
+any instant (even with SIGKILL) leaves either the complete new checkpoint or none; only the
+last ``keep_last`` are kept.
 
 Exact resume also needs the rollouts to be a function of ``(seed, iteration)`` and the
 model/optimizer state only — the trainer reseeds every source of randomness at the start
