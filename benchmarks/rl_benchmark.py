@@ -1,11 +1,12 @@
 """What RL adds to the demo's warm start, per advantage estimator and capacity (issue 48).
 
-Cells: advantage ``grpo`` (the demo's) vs ``gigpo`` (``gamma: 0.95``, weight 1, std
-normalisation: the paper's settings) vs ``gae`` (a value head on the item head's decision
-state, ``value_lr: 5e-4``), crossed with the capacity RL trains: ``head`` (the demo's
-rank-16 bilinear item head alone), ``mlp`` (``readout_head: mlp``, width 256, frozen during
-the warm start) and ``lora`` (LoRA rank 16 on the last ``--lora-layers`` 4 of the 18 layers
-below the head, trained in the warm start too). Everything else is
+Cells: advantage ``grpo`` (the demo's before this benchmark) vs ``gigpo`` (``gamma: 0.95``,
+weight 1, std normalisation: the paper's settings; the demo's since) vs ``gae`` (a value
+head on the item head's decision state, ``gamma: 1``, ``value_lr: 5e-4``), crossed with
+the capacity RL trains: ``head`` (the demo's rank-16 bilinear item head alone), ``mlp``
+(``readout_head: mlp``, width 256, frozen during the warm start) and ``lora`` (LoRA rank
+16 on the last ``--lora-layers`` 4 of the 18 layers below the head, trained in the warm
+start too). Everything else is
 ``configs/quickstart_twx.yaml``: its warm start (``bc`` unchanged: 80 expert episodes, 15%
 held out), its RL budget as a fixed count (12 iterations x 16 episodes; no wall-time limit),
 ``prompt_cache.mode: blocks``; evaluations on the **valid** fold (40 games, the same for
@@ -39,8 +40,8 @@ pass after the first run of a capacity and seed):
   or evaluation: ~3x a head run (LoRA on 6 layers cost ~3x the CPU in BC, issue 48), ~2 CPU-h.
 * first pass, 9 cells x 2 seeds = 18 runs: 12 x 0.7 + 6 x 2 = ~20 CPU-h (~10 h on 2 cores);
   then ``--seeds 3 --cells best``: seed 2 of the two best cells and ``grpo-head`` (the
-  demo's setting), 3 runs, ~2-6 CPU-h. In all ~22-26 CPU-h, ~11-13 h of a 2-core machine
-  like a439d96's; expect 2-3x that on a CPU without AVX-512 BF16 (fp32 trunk).
+  demo's setting before this benchmark), 3 runs, ~2-6 CPU-h. In all ~22-26 CPU-h, ~11-13 h
+  of a 2-core machine like a439d96's; expect 2-3x that on a CPU without AVX-512 BF16 (fp32 trunk).
 
 Commands::
 
@@ -66,14 +67,15 @@ from typing import Any, Callable, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 BASE_CONFIG = ROOT / "configs" / "quickstart_twx.yaml"
 SPLIT = "valid"
-DEMO_CELL = "grpo-head"
+BASELINE_CELL = "grpo-head"  # the demo's setting when issue 48 began: plain GRPO, head only
 
 ADVANTAGES: dict[str, list[str]] = {
-    "grpo": ["advantage=grpo"],
+    "grpo": ["advantage=grpo", "gamma=1.0"],
     "gigpo": ["advantage=gigpo", "gamma=0.95", "gigpo_weight=1.0", "gigpo_norm=std"],
-    "gae": ["advantage=gae", "value_lr=5.0e-4"],
+    "gae": ["advantage=gae", "gamma=1.0", "value_lr=5.0e-4"],
 }
-"""advantage name -> its overrides of the demo's config."""
+"""advantage name -> its overrides of the demo's config (each sets its own ``gamma``, so a
+cell does not change with the demo's advantage; ``grpo`` does not read it)."""
 
 
 def capacities(lora_layers: int) -> dict[str, list[str]]:
@@ -234,15 +236,15 @@ def cell_summary(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def best_cells(table: dict[str, dict[int, dict[str, Any]]], k: int = 2,
                seeds: int = 2) -> list[str]:
     """The ``k`` cells with the highest mean final - BC-only over their first ``seeds``
-    seeds (only cells with all of them), then the demo's cell."""
+    seeds (only cells with all of them), then the baseline cell (plain GRPO, head only)."""
     scored = []
     for cell, rows in table.items():
         first = {s: r for s, r in rows.items() if s < seeds}
         summ = cell_summary(first)
-        if cell != DEMO_CELL and len(first) == seeds and summ["diff_mean"] is not None:
+        if cell != BASELINE_CELL and len(first) == seeds and summ["diff_mean"] is not None:
             scored.append((summ["diff_mean"], summ["final_mean"], cell))
     top = [c for *_, c in sorted(scored, reverse=True)[:k]]
-    return top + [DEMO_CELL]
+    return top + [BASELINE_CELL]
 
 
 def _pct(x: float) -> str:

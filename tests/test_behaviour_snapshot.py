@@ -2,7 +2,8 @@
 ``tests/data/behaviour_snapshot.json`` (tools/behaviour_snapshot.py). Recorded before the
 issue-27 moves (d0e2853), then again at fdfa041 after issue 47 made the demo's config compute
 its prompts in blocks (``prompt_cache.mode: blocks``): ``config:quickstart_twx.yaml`` changed
-by float rounding, the 17 other cases equal the d0e2853 record.
+by float rounding, the 17 other cases equal the d0e2853 record. ``config:quickstart_twx.yaml``
+again when issue 48 switched the demo to ``advantage: gigpo`` (``gamma: 0.95``).
 
 The suite runs a subset that covers each algorithm and adapter (the whole snapshot, with the
 ALFWorld configs, takes about 3 minutes: ``python tools/behaviour_snapshot.py --compare

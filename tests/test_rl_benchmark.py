@@ -24,7 +24,7 @@ def rb():
 
 def test_cells_are_every_advantage_times_every_capacity(rb):
     names = rb.cells(4)
-    assert len(names) == 9 and rb.DEMO_CELL in names
+    assert len(names) == 9 and rb.BASELINE_CELL in names
     assert names["gigpo-mlp"] == ["advantage=gigpo", "gamma=0.95", "gigpo_weight=1.0",
                                   "gigpo_norm=std", "readout_head=mlp", "readout_mlp_hidden=256"]
     assert "model.lora_last_layers=4" in names["gae-lora"]
