@@ -193,7 +193,9 @@ def evaluate_cmd(
     agent: Optional[str] = typer.Option(None, help="expert (default) | random | menu | text | "
                                                    "an agent registered by a plug-in"),
     env: Optional[str] = typer.Option(None, "--env", help="registered environment id "
-                                                         "(default deciplane/TextWorld-v0)"),
+                                                         "(default deciplane/TextWorld-v0); "
+                                                         "with RUN_DIR of a suite run (envs:), "
+                                                         "the name of the env to play"),
     split: Optional[str] = typer.Option("test", help="split to evaluate on"),
     episodes: Optional[int] = typer.Option(None, help="default: every game of the split once"),
     games: Optional[str] = typer.Option(None, help="TextWorld preset or 'embedded' (default; "
@@ -223,11 +225,11 @@ def evaluate_cmd(
     --benchmark and are scored by the held-out scorer.
     """
     if run_dir is not None:
-        _check_run_dir_flags(agent, model, agent_option, env)
+        _check_run_dir_flags(agent, model, agent_option)
         with _friendly_errors():
             _evaluate_run_dir(run_dir, checkpoint, benchmark, limit, split, episodes, games,
                               env_option, num_envs, seed, threads, json_out, progress,
-                              trunk_dtype, device)
+                              trunk_dtype, device, env)
         return
     if device is not None:
         raise typer.BadParameter("--device places a trained run's model: pass RUN_DIR first; "
@@ -257,11 +259,12 @@ def evaluate_cmd(
 
 
 def _check_run_dir_flags(agent: Optional[str], model: Optional[str],
-                         agent_option: list[str] | None, env: Optional[str]) -> None:
+                         agent_option: list[str] | None) -> None:
     """With RUN_DIR the agent, model and environment come from the run: refuse flags that
-    would silently be ignored."""
+    would silently be ignored (``--env`` names an env of a suite run: ``run_eval.run_env``
+    refuses it for a run of one env)."""
     given = [flag for flag, v in (("--agent", agent), ("--model", model),
-                                  ("--agent-option", agent_option), ("--env", env)) if v]
+                                  ("--agent-option", agent_option)) if v]
     if given:
         raise typer.BadParameter(f"{', '.join(given)} cannot be combined with RUN_DIR: a run's "
                                  "agent, model and environment come from its config.yaml; "
@@ -273,7 +276,7 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
                       games: Optional[str], env_option: list[str] | None, num_envs: int,
                       seed: int, threads: Optional[int], json_out: Optional[Path],
                       progress: bool, trunk_dtype: Optional[str] = None,
-                      device: Optional[str] = None) -> None:
+                      device: Optional[str] = None, env: Optional[str] = None) -> None:
     """``deciplane evaluate RUN_DIR``: environment runs play ``split``; single-turn runs
     answer ``benchmark``. Prints the table, writes ``json_out``."""
     from deciplane.errors import ConfigError
@@ -302,12 +305,12 @@ def _evaluate_run_dir(run_dir: Path, checkpoint: str, benchmark: Optional[str],
         report = run_eval.evaluate_run(run_dir, checkpoint, split=split, episodes=episodes,
                                        num_envs=num_envs, seed=seed, env_overrides=overrides,
                                        threads=threads, trunk_dtype=trunk_dtype, device=device,
-                                       progress=progress)
+                                       progress=progress, env=env)
         console.print(report_table([report]))
     console.print(f"run {report.run_dir} · checkpoint [bold]{report.checkpoint}[/bold] · "
                   f"split fingerprint [bold]{report.split_fingerprint}[/bold]",
                   highlight=False)
-    then = run_eval.recorded_fingerprint(run_dir, report.split)
+    then = run_eval.recorded_fingerprint(run_dir, report.split, env)
     same_benchmark = getattr(report, "benchmark", None) in (None, getattr(report, "trained_on",
                                                                           None))
     if then and same_benchmark and then != report.split_fingerprint:

@@ -44,6 +44,19 @@ def paired_comparisons(stages: dict[str, dict[str, dict[str, Any]]]
     return out
 
 
+def per_env_comparisons(stages: dict[str, dict[str, dict[str, Any]]]
+                        ) -> dict[str, dict[str, dict[str, Any]]]:
+    """A suite's :func:`paired_comparisons` env by env (each evaluation result's
+    ``per_env``): ``{env: {split: {"final - zero_shot": ...}}}``; empty for one env."""
+    envs = sorted({name for v in stages.values() for res in v.values()
+                   for name in (res or {}).get("per_env", {})})
+    return {env: paired_comparisons({stage: {split: res["per_env"][env]
+                                             for split, res in v.items()
+                                             if env in (res or {}).get("per_env", {})}
+                                     for stage, v in stages.items()})
+            for env in envs}
+
+
 def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
     """A (the adapted answers) vs B (a baseline) on the same tasks, ``{task_id: correct}``
     on both sides."""
@@ -53,4 +66,4 @@ def paired_vs(a: dict[str, bool], b: dict[str, bool]) -> dict[str, Any]:
     return paired([a[i] for i in ids], [b[i] for i in ids])
 
 
-__all__ = ["paired", "paired_comparisons", "paired_vs"]
+__all__ = ["paired", "paired_comparisons", "paired_vs", "per_env_comparisons"]

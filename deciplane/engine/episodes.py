@@ -253,15 +253,21 @@ def _episodes(vec: gym.vector.VectorEnv, reset_seeds: Sequence[int], group_size:
               max_steps: int, act: Callable[[list[Episode], int], list[int]],
               group_prefix: str, step_seed: int) -> tuple[list[Trajectory], RolloutStats]:
     """Grouped trajectories: ``group_size`` episodes from each reset seed, all at once in
-    ``vec`` (which must have exactly that many sub-envs). ``act(episodes, turn_seed)``
-    appends each live episode's new :class:`Turn` and returns the env actions."""
+    ``vec`` (which must have that many sub-envs; a ``SyncVectorEnv`` may have more: an env
+    of a suite drawn for fewer groups than its vector holds plays on the first ones).
+    ``act(episodes, turn_seed)`` appends each live episode's new :class:`Turn` and returns
+    the env actions."""
     n = len(reset_seeds) * group_size
-    if vec.num_envs != n:
+    if vec.num_envs == n:
+        slots: EnvSlots = VectorSlots(vec)
+    elif vec.num_envs > n and hasattr(vec, "envs"):
+        slots = EnvListSlots(vec.envs[:n])
+    else:
         raise ValueError(f"vector env has {vec.num_envs} sub-envs but {n} episodes were "
                          "requested; build it with games_per_iteration * group_size envs")
     starts = [EpisodeStart(int(s)) for s in reset_seeds for _ in range(group_size)]
     played = play_episodes(
-        VectorSlots(vec), starts,
+        slots, starts,
         lambda eps, t: act(eps, (step_seed + 1_000_003 * (t + 1)) % (2**63 - 1)), max_steps)
     trajs, stats = [], RolloutStats()
     for ep in played.episodes:

@@ -66,9 +66,9 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     records = read_metrics(run_dir)
     out = []
-    curve = plot_learning_curve(run_dir, records)
-    if curve is not None:
-        out.append(curve)
+    for curve in (plot_learning_curve(run_dir, records), plot_env_curves(run_dir, records)):
+        if curve is not None:
+            out.append(curve)
     for name, prefixes in _FIGURES.items():
         keys = _keys(records, prefixes, name)
         if not keys:
@@ -93,46 +93,66 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     return out
 
 
-def rollout_points(records: list[dict[str, Any]]) -> list[tuple[float, float, int]]:
+def rollout_points(records: list[dict[str, Any]], env: str | None = None
+                   ) -> list[tuple[float, float, int]]:
     """``(env_steps, success rate, episodes)`` of each logged training iteration (its
-    episodes: the difference of the cumulative ``episodes`` counter)."""
+    episodes: the difference of the cumulative ``episodes`` counter); of a suite's env
+    ``env``: the iterations that drew it (``rollout/ENV/success``, ``rollout/ENV/episodes``)."""
     pts, prev = [], None
+    key = "rollout/success" if env is None else f"rollout/{env}/success"
     for r in records:
-        if r.get("iteration", 0) < 1 or not isinstance(r.get("rollout/success"), (int, float)):
+        if r.get("iteration", 0) < 1 or not isinstance(r.get(key), (int, float)):
             continue
-        eps = r.get("episodes")
-        n = int(eps - prev) if isinstance(eps, int) and prev is not None else int(eps or 0)
-        prev = eps if isinstance(eps, int) else prev
-        pts.append((float(r.get("env_steps", 0)), float(r["rollout/success"]), max(n, 0)))
+        if env is not None:
+            n = int(r.get(f"rollout/{env}/episodes") or 0)
+        else:
+            eps = r.get("episodes")
+            n = int(eps - prev) if isinstance(eps, int) and prev is not None else int(eps or 0)
+            prev = eps if isinstance(eps, int) else prev
+        pts.append((float(r.get("env_steps", 0)), float(r[key]), max(n, 0)))
     return pts
 
 
-def eval_points(summary: dict[str, Any], records: list[dict[str, Any]]
-                ) -> dict[str, list[tuple[float, str, dict[str, Any]]]]:
+def eval_points(summary: dict[str, Any], records: list[dict[str, Any]],
+                env: str | None = None) -> dict[str, list[tuple[float, str, dict[str, Any]]]]:
     """Per split, the held-out evaluations in env-step order: ``(env_steps, stage,
     metrics)`` for zero-shot (0), after the warm start (its expert env steps), during
-    training (from metrics.jsonl) and final (the run's env steps)."""
+    training (from metrics.jsonl) and final (the run's env steps); of a suite's env ``env``
+    when given (each result's ``per_env``)."""
+    def pick(m: dict[str, Any]) -> dict[str, Any] | None:
+        return m if env is None else (m.get("per_env") or {}).get(env)
+
     out: dict[str, list[tuple[float, str, dict[str, Any]]]] = {}
     warm_steps = float((summary.get("warm_start") or {}).get("env_steps", 0) or 0)
     for stage, key, x in (("zero-shot", "before", 0.0),
                           ("after warm start", "after_warm_start", warm_steps)):
         for split, m in (summary.get(key) or {}).items():
-            out.setdefault(split, []).append((x, stage, m))
+            if pick(m):
+                out.setdefault(split, []).append((x, stage, pick(m)))
+    parts = 3 if env is None else 4       # eval/SPLIT/success_rate, eval/SPLIT/ENV/...
     for r in records:
         if r.get("iteration", 0) < 1:
             continue
         for k, v in r.items():
-            if k.startswith("eval/") and k.endswith("/success_rate"):
-                split = k.split("/")[1]
-                n = r.get(f"eval/{split}/episodes")
-                out.setdefault(split, []).append(
+            path = k.split("/")
+            if k.startswith("eval/") and k.endswith("/success_rate") and len(path) == parts \
+                    and (env is None or path[2] == env):
+                prefix = "/".join(path[:-1])
+                out.setdefault(path[1], []).append(
                     (float(r.get("env_steps", 0)), "during training",
-                     {"success_rate": v, "episodes": n}))
+                     {"success_rate": v, "episodes": r.get(f"{prefix}/episodes")}))
     for split, m in (summary.get("eval") or {}).items():
-        out.setdefault(split, []).append((float(summary.get("env_steps", 0)), "final", m))
+        if pick(m):
+            out.setdefault(split, []).append((float(summary.get("env_steps", 0)), "final",
+                                              pick(m)))
     for pts in out.values():
         pts.sort(key=lambda p: p[0])
     return out
+
+
+def suite_envs(summary: dict[str, Any]) -> list[str]:
+    """The env names of a suite run (its summary's ``config.envs``), or [] for one env."""
+    return [e["name"] for e in (summary.get("config") or {}).get("envs") or []]
 
 
 def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:
@@ -149,6 +169,52 @@ def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | 
     if not roll and not evals:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    _draw_curve(ax, roll, evals)
+    ax.set_title(f"{run_dir.name}: learning curve")
+    fig.tight_layout()
+    path = run_dir / "learning_curve.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_env_curves(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:
+    """``learning_curve_per_env.png`` of a suite run: one panel per env (its rollouts and
+    held-out evaluations, as :func:`plot_learning_curve`) on shared axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = _read_summary(run_dir)
+    envs = suite_envs(summary)
+    if not envs:
+        return None
+    cols = min(3, len(envs))
+    rows = -(-len(envs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), sharex=True,
+                             sharey=True, squeeze=False)
+    for ax, env in zip(axes.flat, envs):
+        _draw_curve(ax, rollout_points(records, env), eval_points(summary, records, env),
+                    legend=ax is axes.flat[0])
+        ax.set_title(env, fontsize=9)
+    for ax in list(axes.flat)[len(envs):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{run_dir.name}: learning curve per env")
+    fig.tight_layout()
+    path = run_dir / "learning_curve_per_env.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _draw_curve(ax: Any, roll: list[tuple[float, float, int]],
+                evals: dict[str, list[tuple[float, str, dict[str, Any]]]],
+                legend: bool = True) -> None:
+    """Training rollouts (a 95% Wilson band) and held-out evaluations (95% Wilson error
+    bars) against env steps, on ``ax``."""
+    from deciplane.stats import wilson_interval
+
     if roll:
         xs = [p[0] for p in roll]
         ys = [p[1] for p in roll]
@@ -183,14 +249,9 @@ def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | 
     ax.set_xlabel("environment steps (expert warm-start episodes included)")
     ax.set_ylabel("success rate (episodes won)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"{run_dir.name}: learning curve")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = run_dir / "learning_curve.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    if legend:
+        ax.legend(fontsize=7, loc="best")
 
 
 def _read_summary(run_dir: Path) -> dict[str, Any]:
@@ -209,10 +270,14 @@ def markdown_summary(run_dir: str | Path, baselines: dict[str, dict[str, Any]] |
     lines = [f"# Run report: `{run_dir.name}`", ""]
     if summary:
         cfg = summary.get("config", {})
+        envs = cfg.get("envs") or [cfg.get("env", {})]
         lines += [f"- algorithm: `{cfg.get('algorithm', '?')}`, model: "
                   f"`{cfg.get('model', {}).get('name', '?')}` "
-                  f"({cfg.get('model', {}).get('finetune', '?')}), env: "
-                  f"`{cfg.get('env', {}).get('id', '?')}` {cfg.get('env', {}).get('kwargs', '')}",
+                  f"({cfg.get('model', {}).get('finetune', '?')}), "
+                  + ("env" if len(envs) == 1 else f"a suite of {len(envs)} envs") + ": "
+                  + "; ".join((f"{e['name']} (weight {e.get('weight', 1):g}) = "
+                               if "name" in e else "")
+                              + f"`{e.get('id', '?')}` {e.get('kwargs', '')}" for e in envs),
                   f"- seed: {summary.get('seed')}, status: {summary.get('status', '?')}",
                   f"- RL iterations: {summary.get('iterations')}, wall time: "
                   f"{summary.get('wall_time_s', float('nan')):.1f} s, env steps: "
@@ -266,17 +331,24 @@ STAGES = (("zero-shot, labels readout", "zero_shot_labels"), ("zero-shot", "befo
 
 
 def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> list[str]:
+    """The held-out rows: per split, or per split and env of a suite (``SPLIT/ENV``, then
+    the suite's pooled episodes and its macro average)."""
     rows: list[tuple[str, str, dict[str, Any]]] = []
     splits = sorted({s for _, k in STAGES for s in (summary.get(k) or {})})
+    envs = suite_envs(summary)
     for split in splits:
-        if "random" in baselines.get(split, {}):
-            rows.append((split, "random", baselines[split]["random"]))
-        for label, key in STAGES:
-            m = (summary.get(key) or {}).get(split)
-            if m:
-                rows.append((split, label, m))
-        if "expert" in baselines.get(split, {}):
-            rows.append((split, "expert", baselines[split]["expert"]))
+        for scope, env in [(f"{split}/{e}", e) for e in envs] + [(split, None)]:
+            if "random" in baselines.get(scope, {}):
+                rows.append((scope, "random", baselines[scope]["random"]))
+            for label, key in STAGES:
+                m = (summary.get(key) or {}).get(split)
+                if m and env is not None:
+                    m = (m.get("per_env") or {}).get(env)
+                if m:
+                    rows.append((scope if not envs or env else f"{split} (all envs pooled)",
+                                 label, m))
+            if "expert" in baselines.get(scope, {}):
+                rows.append((scope, "expert", baselines[scope]["expert"]))
     if not rows:
         return []
     out = ["", "## Held-out results", "",
@@ -297,6 +369,8 @@ def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]
         out.append(f"| {split} | {label} | {m.get('episodes')} | {rate:.0%}{ci_s} | "
                    f"{_fmt(m.get('mean_steps', float('nan')))} | {_fmt(inv)} | "
                    f"{m.get('split_fingerprint', '')} |")
+    if envs:
+        out += _macro_table(summary, splits)
     cached = summary.get("baseline_cache") or {}
     if cached:   # a zero-shot row this run did not play: say so where it is read
         names = {"labels": "zero-shot, labels readout", "trained": "zero-shot"}
@@ -307,8 +381,22 @@ def _results_table(summary: dict[str, Any], baselines: dict[str, dict[str, Any]]
     return out
 
 
+def _macro_table(summary: dict[str, Any], splits: list[str]) -> list[str]:
+    """A suite's macro average per stage: the mean of its envs' success rates."""
+    out = ["", "Macro average of the suite (each env counts once, whatever its episodes):", "",
+           "| split | agent | macro success |", "|---|---|---|"]
+    for split in splits:
+        for label, key in STAGES:
+            m = (summary.get(key) or {}).get(split) or {}
+            if isinstance(m.get("macro_success_rate"), (int, float)):
+                out.append(f"| {split} | {label} | {m['macro_success_rate']:.0%} |")
+    return out
+
+
 def _comparisons(summary: dict[str, Any]) -> list[str]:
-    comps = summary.get("comparisons") or {}
+    comps = dict(summary.get("comparisons") or {})
+    for env, per_split in (summary.get("comparisons_per_env") or {}).items():
+        comps.update({f"{split}/{env}": cs for split, cs in per_split.items()})
     if not comps:
         return []
     out = ["", "## Paired comparisons (same episodes, 95%)", "",
@@ -375,10 +463,11 @@ BASELINES_FILE = "baselines.json"
 def run_baselines(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """Random play and the env expert on the episodes the run's held-out evaluations
     played (same split, episode count and seeds, hence the same games and menus; no model
-    needed), per split: ``{split: {"random": metrics, "expert": metrics}}``. Cached in
-    ``RUN_DIR/baselines.json`` under the split fingerprint and episode count."""
+    needed), per split (a suite: per ``SPLIT/ENV``): ``{split: {"random": metrics,
+    "expert": metrics}}``. Cached in ``RUN_DIR/baselines.json`` under the split fingerprint
+    and episode count."""
     from deciplane.evaluation.evaluate import ExpertAgent, RandomAgent, evaluate_agent
-    from deciplane.evaluation.run_eval import read_run_config, run_env_kwargs
+    from deciplane.evaluation.run_eval import read_run_config, run_env, run_env_kwargs
 
     run_dir = Path(run_dir)
     summary = _read_summary(run_dir)
@@ -388,17 +477,25 @@ def run_baselines(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     if get_method(config.algorithm, "train").evaluates_on != "env":
         return {}
     out: dict[str, dict[str, Any]] = {}
+    scopes = []           # (row scope, env name or None, the result the run recorded)
     for split, m in (summary.get("eval") or {}).items():
+        if m.get("per_env"):
+            scopes += [(f"{split}/{env}", env, r) for env, r in m["per_env"].items()]
+        else:
+            scopes.append((split, None, m))
+    for scope, env, m in scopes:
+        split = scope.split("/")[0]
+        section = run_env(config, env)
         n = m.get("episodes")
         fp = m.get("split_fingerprint")
         if not isinstance(n, int) or n < 1:
             continue
-        key = f"{split}|{fp}|{n}|{config.env.max_episode_steps}"
+        key = f"{scope}|{fp}|{n}|{section.max_episode_steps}"
         if key not in cache:
-            env_split, kwargs = run_env_kwargs(config, split)
+            env_split, kwargs = run_env_kwargs(config, split, env=env)
             res = {}
             for agent in (RandomAgent(seed=0), ExpertAgent()):
-                rep = evaluate_agent(config.env.id, agent, split=env_split, episodes=n,
+                rep = evaluate_agent(section.id, agent, split=env_split, episodes=n,
                                      seed=0, env_kwargs=kwargs, progress=False)
                 res[agent.name] = {"success_rate": rep.success_rate,
                                    "success_ci95": list(rep.success_ci95),
@@ -407,7 +504,7 @@ def run_baselines(run_dir: str | Path) -> dict[str, dict[str, Any]]:
                                    "split_fingerprint": rep.split_fingerprint}
             cache[key] = res
             cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
-        out[split] = cache[key]
+        out[scope] = cache[key]
     return out
 
 

@@ -201,22 +201,44 @@ def eval_agent_for(trained: TrainedPolicy, seed: int = 0) -> Any:
     return MenuEvalAgent(agent, seed=seed, name=f"menu[{c.model.name}]")
 
 
+def run_env(config: Any, name: str | None = None) -> Any:
+    """The env section of a run to evaluate on: its ``env:``, or the ``envs:`` entry called
+    ``name`` in a suite run (which must name one)."""
+    entries = getattr(config, "envs", None) or []
+    names = [e.name for e in entries]
+    if not entries:
+        if name is not None:
+            raise ConfigError(f"--env {name}: the run trained on one env ({config.env.id}); "
+                              "--env names an env of a suite run (envs:)")
+        return config.env
+    if name not in names:
+        raise ConfigError(f"the run trained on a suite of envs: pick one with --env NAME "
+                          f"({', '.join(names)})" if name is None else
+                          f"--env {name}: the run's envs are {', '.join(names)}")
+    return entries[names.index(name)]
+
+
 def run_env_kwargs(config: Any, split: str | None,
-                   overrides: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]]:
-    """``(split or None, gym.make kwargs)`` for evaluating a run on its environment: the
-    run's ``env.kwargs`` (updated by ``overrides``) with the trainer's menu defaults
+                   overrides: dict[str, Any] | None = None, env: str | None = None
+                   ) -> tuple[str | None, dict[str, Any]]:
+    """``(split or None, gym.make kwargs)`` for evaluating a run on its environment (a suite
+    run: on its env ``env``, the split under that env's own name): the run's ``env.kwargs``
+    (updated by ``overrides``) with the trainer's menu defaults
     (``deciplane.trainers.env_suite.MENU_DEFAULTS``) and ``max_episode_steps``. The split is
     dropped where the env does not take it (no splits, or a list of game files:
     :func:`deciplane.envs.splits.split_kwargs`)."""
     from deciplane.envs.splits import env_params, split_kwargs
     from deciplane.trainers.env_suite import with_menu_defaults
 
-    kwargs = dict(config.env.kwargs)
+    section = run_env(config, env)
+    if split is not None and hasattr(section, "split"):
+        split = section.split(split)
+    kwargs = dict(section.kwargs)
     kwargs.update(overrides or {})
     # the menus the trainer evaluated on (shuffled, task text), unless the run set them
-    kwargs = with_menu_defaults(kwargs, env_params(config.env.id))
-    kwargs["max_episode_steps"] = config.env.max_episode_steps
-    if "split" not in split_kwargs(config.env.id, split, kwargs):
+    kwargs = with_menu_defaults(kwargs, env_params(section.id))
+    kwargs["max_episode_steps"] = section.max_episode_steps
+    if "split" not in split_kwargs(section.id, split, kwargs):
         split = None
     return split, kwargs
 
@@ -225,12 +247,14 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
                  episodes: int | None = None, num_envs: int = 1, seed: int = 0,
                  env_overrides: dict[str, Any] | None = None, threads: int | None = None,
                  trunk_dtype: str | None = None, device: str | None = None,
-                 progress: bool = False, trained: TrainedPolicy | None = None) -> Any:
+                 progress: bool = False, trained: TrainedPolicy | None = None,
+                 env: str | None = None) -> Any:
     """Evaluate an environment run's checkpoint on ``split``; returns an
     :class:`~deciplane.evaluation.evaluate.EvalReport` with ``run_dir`` and ``checkpoint``
     set. ``episodes`` defaults to every game of the split once (else 20 seeds);
-    ``env_overrides`` replace keys of the run's ``env.kwargs`` (e.g. another games preset).
-    Pass ``trained`` to reuse an already loaded policy."""
+    ``env_overrides`` replace keys of the run's ``env.kwargs`` (e.g. another games preset);
+    ``env`` names the env of a suite run (:func:`run_env`). Pass ``trained`` to reuse an
+    already loaded policy."""
     from deciplane.evaluation.evaluate import evaluate_agent
 
     config = read_run_config(run_dir) if trained is None else trained.config
@@ -238,12 +262,13 @@ def evaluate_run(run_dir: str | Path, checkpoint: str = "latest", split: str = "
         raise ConfigError(f"{run_dir} is a single-turn run ({config.algorithm}), not an "
                           f"environment run; score it with `deciplane evaluate {run_dir} "
                           f"--benchmark {getattr(config, 'benchmark', 'NAME')}`")
+    section = run_env(config, env)      # a suite run without --env: refused before loading
     if trained is None:
         trained = load_trained_policy(run_dir, checkpoint, threads=threads,
                                       trunk_dtype=trunk_dtype, device=device)
     agent = eval_agent_for(trained, seed=seed)
-    env_split, kwargs = run_env_kwargs(config, split, env_overrides)
-    report = evaluate_agent(config.env.id, agent, split=env_split, episodes=episodes,
+    env_split, kwargs = run_env_kwargs(config, split, env_overrides, env=env)
+    report = evaluate_agent(section.id, agent, split=env_split, episodes=episodes,
                             num_envs=num_envs, seed=seed, env_kwargs=kwargs, progress=progress)
     report.run_dir = str(trained.run_dir)
     report.checkpoint = trained.checkpoint_name
@@ -323,9 +348,11 @@ def evaluate_run_benchmark(run_dir: str | Path, benchmark: str | None = None,
         per_task=per_task)
 
 
-def recorded_fingerprint(run_dir: str | Path, split: str | None) -> str | None:
-    """The split fingerprint the run's ``summary.json`` recorded for ``split`` at training
-    time (``None`` when the run has no summary or did not evaluate that split)."""
+def recorded_fingerprint(run_dir: str | Path, split: str | None, env: str | None = None
+                         ) -> str | None:
+    """The split fingerprint the run's ``summary.json`` recorded for ``split`` (of the
+    suite's env ``env``) at training time (``None`` when the run has no summary or did not
+    evaluate that split)."""
     f = Path(run_dir) / "summary.json"
     if split is None or not f.is_file():
         return None
@@ -333,4 +360,4 @@ def recorded_fingerprint(run_dir: str | Path, split: str | None) -> str | None:
         fps = json.loads(f.read_text()).get("split_fingerprints") or {}
     except (OSError, ValueError):
         return None
-    return fps.get(split)
+    return fps.get(split if env is None else f"{env}/{split}")

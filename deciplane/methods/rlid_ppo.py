@@ -43,10 +43,11 @@ from deciplane.objectives.value import value_loss
 from deciplane.options import learning_rate, option
 from deciplane.trainers.algorithm import Algorithm, DecisionBatch, RolloutBatch
 from deciplane.engine.checkpoint import iteration_seed
-from deciplane.trainers.config import BCConfig, DistillConfig, EnvConfig, TrainConfig
+from deciplane.trainers.config import (BCConfig, DistillConfig, EnvConfig, SuiteEnvConfig,
+                                       TrainConfig, check_env_suite)
 from deciplane.trainers.critic import (Critic, explained_variance, flat_to_turns,
                                        gae_advantages, turn_rewards)
-from deciplane.trainers.env_suite import EnvSuite
+from deciplane.trainers.env_suite import make_suite, per_env_rollout_metrics, warm_start_envs
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import collect_bc_episodes, run_bc_epochs
 from deciplane.types import Decision, Trajectory
@@ -84,7 +85,9 @@ class RLiDPPOConfig(TrainConfig):
     algorithm: Literal["rlid_ppo"] = "rlid_ppo"
     """Menu-agent PPO."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment suite."""
+    """The environment; with `envs:`, what every env of the suite shares and the iteration's shape (`games_per_iteration`, `group_size`)."""
+    envs: list[SuiteEnvConfig] = field(default_factory=list)
+    """A suite: several environments in one run (docs/training.md "Suites of environments"), each an env section (its fields default to `env:`'s) plus `weight`, `name`, `eval_episodes` and `splits`; each group of an iteration is drawn from one env by weight, evaluations report each env and the macro average. Empty = the one `env:` section."""
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "gae", "gigpo"] = "grpo"
     """Episode-level group advantage estimator (groups = episodes of the same game), or `gae`: per-decision GAE(gamma, gae_lambda) with a learned value head (critic) on the policy's last hidden state at the end of each prompt, or `gigpo` (GiGPO, arXiv 2505.10978): per decision, the episode's group advantage + gigpo_weight x the step advantage among the group's decisions taken in the same state (the env's info["state_key"]), from the gamma-discounted return of each step."""
     gamma: float = 1.0
@@ -143,6 +146,7 @@ class RLiDPPOConfig(TrainConfig):
 
     def check(self, prefix: str = "") -> None:
         super().check(prefix)
+        check_env_suite(self)
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
         if self.bc.noise:
@@ -345,8 +349,8 @@ class RLiDPPO(Algorithm):
                 pad_id=policy.tokenizer.pad_token_id, device=policy.device)
         self.eval_agent = greedy_agent(c, policy, self.block_cache)
         self._labels_agent: MenuAgent | None = None   # the zero-shot labels readout's
-        self.suite = EnvSuite(c.env, expert=c.distill.enabled or c.bc.episodes > 0,
-                              workers=c.env_workers)
+        self.suite = make_suite(c, expert=c.distill.enabled or c.bc.episodes > 0,
+                                workers=c.env_workers)
         self.rlid: RLiDLossConfig = c.rlid   # the config's section is the loss config
         self.critic = None
         if c.advantage == "gae":
@@ -372,15 +376,12 @@ class RLiDPPO(Algorithm):
 
     def rollout(self, iteration: int, seed: int) -> RolloutBatch[DecisionBatch]:
         c = self.config
-        vec, reset_seeds = self.suite.train_batch(seed)
         self.policy.model.eval()
         with torch.no_grad():
-            trajs, stats = collect_menu_episodes(self.agent, vec, reset_seeds,
-                                                 c.env.group_size, c.env.max_episode_steps,
-                                                 seed)
+            trajs, stats = self.suite.play_groups(collect_menu_episodes, self.agent, seed)
         self.policy.model.train()
         rewards = trajectory_rewards(trajs, c.reward, c.step_penalty)
-        metrics = stats.metrics()
+        metrics = {**stats.metrics(), **per_env_rollout_metrics(trajs)}
         metrics["rollout/reward"] = float(rewards.mean())
         if self.critic is not None:
             data, m = self.gae_batch(trajs)
@@ -526,7 +527,8 @@ class RLiDPPO(Algorithm):
         losses, curve, scores = fit_all(seed)
         out = {"kind": "behaviour cloning on env expert actions", "episodes": len(trajs),
                "decisions": len(decs), "epochs": c.bc.epochs, "env_steps": stats.env_steps,
-               "final_loss": losses[-1] if losses else None}
+               "final_loss": losses[-1] if losses else None,
+               **warm_start_envs(self.suite, trajs)}
         if held_decs:
             for row, agree in zip(curve, scores):
                 row["valid_agreement"] = agree

@@ -27,8 +27,9 @@ from deciplane.objectives.tlm_dre import TLMDRELossConfig, tlm_dre_loss
 from deciplane.options import option
 from deciplane.trainers.algorithm import Algorithm, RolloutBatch, TextBatch
 from deciplane.engine.checkpoint import iteration_seed
-from deciplane.trainers.config import BCConfig, EnvConfig, TrainConfig
-from deciplane.trainers.env_suite import EnvSuite
+from deciplane.trainers.config import (BCConfig, EnvConfig, SuiteEnvConfig, TrainConfig,
+                                       check_env_suite)
+from deciplane.trainers.env_suite import make_suite, per_env_rollout_metrics, warm_start_envs
 from deciplane.methods.rlid_ppo import gigpo_turn_advantages, group_advantages
 from deciplane.trainers.rollout import trajectory_rewards
 from deciplane.trainers.warm_start import (PromptRecorder, collect_bc_episodes,
@@ -62,7 +63,9 @@ class TextPPOConfig(TrainConfig):
     algorithm: Literal["text_ppo"] = "text_ppo"
     """Free-text agent PPO."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    """Environment suite."""
+    """The environment; with `envs:`, what every env of the suite shares and the iteration's shape (`games_per_iteration`, `group_size`)."""
+    envs: list[SuiteEnvConfig] = field(default_factory=list)
+    """A suite: several environments in one run (docs/training.md "Suites of environments"), each an env section (its fields default to `env:`'s) plus `weight`, `name`, `eval_episodes` and `splits`; each group of an iteration is drawn from one env by weight, evaluations report each env and the macro average. Empty = the one `env:` section."""
     style: Literal["react", "action"] = "action"
     """Free-text agent prompt style."""
     max_new_tokens: int = option(12, gt=0)
@@ -97,6 +100,7 @@ class TextPPOConfig(TrainConfig):
 
     def check(self, prefix: str = "") -> None:
         super().check(prefix)
+        check_env_suite(self)
         if self.advantage == "rloo" and self.env.group_size < 2:
             raise ConfigError("advantage=rloo needs env.group_size >= 2 (leave-one-out baseline)")
         if self.advantage == "gigpo" and self.tlm_dre.enabled:
@@ -136,7 +140,7 @@ class TextPPO(Algorithm):
         self.agent = TextAgent(policy, style=c.style, max_new_tokens=c.max_new_tokens,
                                temperature=c.temperature, history=c.history)
         self.eval_agent = greedy_agent(c, policy)
-        self.suite = EnvSuite(c.env, expert=c.bc.episodes > 0, workers=c.env_workers)
+        self.suite = make_suite(c, expert=c.bc.episodes > 0, workers=c.env_workers)
         self.ppo = c.loss
         self.tlm = c.tlm_dre  # the trainer's section is the loss config (+ enabled)
 
@@ -145,15 +149,13 @@ class TextPPO(Algorithm):
 
     def rollout(self, iteration: int, seed: int) -> RolloutBatch[TextBatch]:
         c = self.config
-        vec, reset_seeds = self.suite.train_batch(seed)
         self.policy.model.eval()
         with torch.no_grad():
-            trajs, stats = collect_text_episodes(self.agent, vec, reset_seeds, c.env.group_size,
-                                                 c.env.max_episode_steps, seed)
+            trajs, stats = self.suite.play_groups(collect_text_episodes, self.agent, seed)
         self.policy.model.train()
         rewards = trajectory_rewards(trajs, c.reward, c.step_penalty, c.invalid_penalty)
         ntok = [sum(int(t.response_ids.numel()) for t in tr.turns) for tr in trajs]
-        metrics = stats.metrics()
+        metrics = {**stats.metrics(), **per_env_rollout_metrics(trajs)}
         if c.advantage == "gigpo":
             adv, share, degenerate = gigpo_turn_advantages(
                 trajs, c.reward, c.step_penalty, c.gamma, c.gigpo_weight, c.gigpo_norm,
@@ -245,7 +247,8 @@ class TextPPO(Algorithm):
                 "tokens": int(sum(int(t.numel()) for t in targets)), "epochs": c.bc.epochs,
                 "env_steps": stats.env_steps,
                 "first_loss": losses[0] if losses else None,
-                "final_loss": losses[-1] if losses else None}
+                "final_loss": losses[-1] if losses else None,
+                **warm_start_envs(self.suite, trajs)}
 
     def eval_spec(self, kind: str) -> tuple[Any, Any]:
         """``(agent, episode collector)`` of the ``trained`` evaluation (the run's greedy

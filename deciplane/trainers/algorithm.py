@@ -204,13 +204,15 @@ class Algorithm(Method, abc.ABC):
         """The baseline-cache key of the ``kind`` evaluation (``eval_spec``) on ``split``
         with the current weights (:mod:`deciplane.engine.baselines`; ``weights``:
         their digest if already computed); None for an algorithm without an env suite and
-        ``eval_spec``."""
+        ``eval_spec``, and for a suite of several envs (``envs:``)."""
         suite, spec = getattr(self, "suite", None), getattr(self, "eval_spec", None)
         if suite is None or spec is None:
             return None
         from deciplane.engine.baselines import baseline_key, weights_fingerprint
 
         c = self.config
+        if getattr(c, "envs", None):   # a suite's evaluations are not cached (yet)
+            return None
         agent, _ = spec(kind)
         env = {"id": c.env.id, "kwargs": c.env.kwargs,
                "max_episode_steps": c.env.max_episode_steps}

@@ -24,7 +24,7 @@ nested sections included::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,6 +86,93 @@ class EnvConfig:
     """Episodes per game per iteration (the group of the group baseline)."""
     max_episode_steps: int = option(12, gt=0)
     """Episode length cap (truncation) for training and evaluation."""
+
+
+@dataclass
+class SuiteEnvConfig(EnvConfig):
+    """One environment of a suite (`envs:`): its own id, kwargs, splits, step cap and held-out episodes, plus its share of the training groups. Fields it leaves out are the `env:` section's (the iteration's shape, `games_per_iteration` and `group_size`, is the `env:` section's alone)."""
+
+    name: str | None = None
+    """Its row in the results (per-env metrics, summary.json `per_env`); null = its `game` kwarg when it has one (`twc`), else the id's last part (`TextWorld-v0`). Names must differ and contain no `/` or `:`."""
+    weight: float = option(1.0, gt=0)
+    """Share of the training groups drawn from this env: each group's env is drawn with probability weight / (sum of weights), seeded by the iteration; the warm start's expert episodes are shared in the same proportion."""
+    eval_episodes: int | None = option(None, ge=0)
+    """Held-out episodes of each of this env's evaluations; null = `eval.episodes`."""
+    splits: dict[str, str] = field(default_factory=dict)
+    """The run's split names (`eval.final_splits`, `eval.during_split`) -> this env's own (e.g. `{test: valid_unseen}` for ALFWorld); a split not named is played under its own name."""
+
+    def split(self, name: str) -> str:
+        """This env's name for the run's split ``name``."""
+        return self.splits.get(name, name)
+
+
+def env_entries(config: Any) -> list[SuiteEnvConfig]:
+    """The environments a run trains and evaluates on: its ``envs:`` entries, or its one
+    ``env:`` section as a suite of one (weight 1, the run's split names)."""
+    if getattr(config, "envs", None):
+        return list(config.envs)
+    env = config.env
+    return [SuiteEnvConfig(**{f.name: getattr(env, f.name) for f in fields(EnvConfig)},
+                           name=default_env_name(env.id, env.kwargs))]
+
+
+def check_env_suite(config: Any) -> None:
+    """What a suite (``envs:``) cannot do yet, refused when the config is read."""
+    if not getattr(config, "envs", None):
+        return
+    bc = getattr(config, "bc", None)
+    if bc is not None and bc.dagger_rounds:
+        raise ConfigError("bc.dagger_rounds with envs: DAgger plays one env; use a single env: "
+                          "section or bc.dagger_rounds: 0")
+    if config.env_workers.backend == "ray":
+        raise ConfigError("env_workers.backend: ray with envs: a suite's env drawn for fewer "
+                          "groups than its vector env holds plays on local sub-envs only; use "
+                          "env_workers.backend: local with a suite")
+
+
+SHAPE_FIELDS = ("games_per_iteration", "group_size")
+"""The iteration's shape: fields of the `env:` section that a suite entry may not set."""
+
+
+def default_env_name(env_id: str, kwargs: dict[str, Any]) -> str:
+    """An env's row name: its ``game`` kwarg if it has one (``twc``), else the id's last
+    part (``TextWorld-v0``)."""
+    game = kwargs.get("game")
+    return game if isinstance(game, str) and game else env_id.rsplit("/", 1)[-1]
+
+
+def expand_env_suite(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with every ``envs:`` entry completed from the ``env:`` section, field by field
+    (an entry's ``kwargs`` replace the section's as a whole; the iteration's shape,
+    :data:`SHAPE_FIELDS`, is the section's alone), and named. No ``envs:``: ``raw``
+    unchanged."""
+    entries = raw.get("envs")
+    if not entries:
+        return raw
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError("envs must be a list of environment sections (mappings with an id)")
+    base = dict(raw.get("env") or {})
+    out = []
+    for i, entry in enumerate(entries):
+        # (a saved config.yaml repeats the section's shape in every entry: equal is fine)
+        shape = [k for k in SHAPE_FIELDS
+                 if k in entry and entry[k] != base.get(k, getattr(EnvConfig, k))]
+        if shape:
+            raise ConfigError(f"envs[{i}] sets {', '.join(shape)}: the iteration's shape is the "
+                              f"suite's, set it in env: (env.{shape[0]})")
+        full = {**base, **entry}
+        if "id" not in full:
+            raise ConfigError(f"envs[{i}] has no id (a registered env id, `deciplane envs`)")
+        full.setdefault("name", default_env_name(str(full["id"]), dict(full.get("kwargs") or {})))
+        if not isinstance(full["name"], str) or not full["name"] or set(full["name"]) & set("/:"):
+            raise ConfigError(f"envs[{i}].name = {full['name']!r}: a name is a non-empty string "
+                              "without '/' or ':' (it becomes part of metric names and episode ids)")
+        out.append(full)
+    names = [e["name"] for e in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"envs: two entries are named {dup[0]!r}; give each a distinct `name:`")
+    return {**raw, "envs": out}
 
 
 @dataclass
@@ -307,7 +394,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         key, value = parse_override(item)
         set_dotted(raw, key, value)
     spec = get_method(str(raw.get("algorithm", "")), "train")   # before any model loads
-    return from_dict(load_config_class(spec), raw)
+    return from_dict(load_config_class(spec), expand_env_suite(raw))
 
 
 def validate(obj: Any, prefix: str = "") -> None:
@@ -322,7 +409,8 @@ def validate(obj: Any, prefix: str = "") -> None:
 __getattr__ = renamed_names(__name__)
 
 
-__all__ = ["CONFIGS", "load_config", "validate", "ModelConfig", "EnvConfig", "OptimConfig",
+__all__ = ["CONFIGS", "load_config", "validate", "ModelConfig", "EnvConfig", "SuiteEnvConfig",
+           "default_env_name", "env_entries", "expand_env_suite", "OptimConfig",
            "EvalConfig", "PlanConfig", "CheckpointConfig", "DistillConfig", "BCConfig",
            "TrainConfig",
            # re-exported from deciplane.config (their home since 0.2)

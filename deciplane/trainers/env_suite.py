@@ -56,8 +56,12 @@ def with_menu_defaults(kwargs: dict[str, Any], accepted: set[str]) -> dict[str, 
 class EnvSuite:
     """Builds the rollout vector env of an iteration and runs evaluations."""
 
-    def __init__(self, cfg: EnvConfig, expert: bool = False, workers: Any = None) -> None:
+    def __init__(self, cfg: EnvConfig, expert: bool = False, workers: Any = None,
+                 name: str | None = None) -> None:
         self.cfg = cfg
+        self.name = name
+        """Its name in a :class:`MultiEnvSuite` (the helpers of :attr:`pool` find it by
+        it); None for a run's one env."""
         self.expert = expert
         self.workers = workers  # EnvWorkersConfig: where train_batch's sub-envs run
         self.kwargs = dict(cfg.kwargs)
@@ -144,18 +148,27 @@ class EnvSuite:
                     self._fps.setdefault(split, str(fp))
 
     # ---- training --------------------------------------------------------------------------
-    def train_batch(self, seed: int, episodes: str | None = None
+    def play_groups(self, collect: Callable, agent: Any, seed: int
+                    ) -> tuple[list[Any], Any]:
+        """One iteration's groups played by ``agent`` with ``collect``
+        (``collect_menu_episodes``, ``collect_text_episodes``): ``(trajectories, stats)``."""
+        vec, reset_seeds = self.train_batch(seed)
+        return collect(agent, vec, reset_seeds, self.cfg.group_size,
+                       self.cfg.max_episode_steps, seed)
+
+    def train_batch(self, seed: int, episodes: str | None = None, groups: int | None = None
                     ) -> tuple[gym.vector.VectorEnv, list[int]]:
         """The vector env and the per-group reset seeds of one iteration.
 
-        ``games_per_iteration`` groups of ``group_size`` sub-envs each, or with
-        ``episodes="rollout"`` one single-episode group per sub-env of the same vector env
-        (expert/BC collection). Games are drawn without replacement while the split has
+        ``games_per_iteration`` groups (or ``groups``) of ``group_size`` sub-envs each, or
+        with ``episodes="rollout"`` one single-episode group per sub-env of the same vector
+        env (expert/BC collection). Games are drawn without replacement while the split has
         enough, from an RNG seeded by ``seed``.
         """
         c = self.cfg
         single = episodes is not None
-        groups = c.games_per_iteration * c.group_size if single else c.games_per_iteration
+        games = c.games_per_iteration if groups is None else groups
+        groups = games * c.group_size if single else games
         per = 1 if single else c.group_size
         rng = np.random.default_rng(seed % (2**63))
         tasks = self.tasks(c.train_split)
@@ -224,7 +237,7 @@ class EnvSuite:
             runners: list[Callable[[int, int], Any]] = [local]
             if pool is not None:
                 pool.sync(model)
-                runners += pool.runners(remote, split, seeds)
+                runners += pool.runners(remote, split, seeds, env=self.name)
                 torch.set_num_threads(1)   # one thread per process (module doc of eval_pool)
                 batch = pooled_batch(batch, pool.workers)
             parts = share_batches(batch_starts(len(seeds), batch), batch, limit, runners,
@@ -276,6 +289,270 @@ class EnvSuite:
             v.close()
         self._vec.clear()
 
+
+
+def draw_group_envs(weights: Sequence[float], groups: int, seed: int) -> list[int]:
+    """The env (its index) of each of an iteration's ``groups`` groups, drawn independently
+    with probability ``weight / sum(weights)`` from an RNG seeded by ``seed``."""
+    w = np.asarray(weights, dtype=np.float64)
+    if len(w) == 0 or not np.all(w > 0):
+        raise ValueError(f"every env of a suite needs a weight > 0, got {list(weights)}")
+    rng = np.random.default_rng([seed % (2**63), 0x5E1EC7])
+    return [int(i) for i in rng.choice(len(w), size=groups, p=w / w.sum())]
+
+
+def apportion(total: int, weights: Sequence[float]) -> list[int]:
+    """``total`` split in proportion to ``weights`` by largest remainders (ties to the
+    earlier entry): ``apportion(10, [2, 1, 1]) == [5, 3, 2]``."""
+    w = np.asarray(weights, dtype=np.float64)
+    exact = total * w / w.sum()
+    out = np.floor(exact).astype(int)
+    order = sorted(range(len(w)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[:total - int(out.sum())]:
+        out[i] += 1
+    return [int(x) for x in out]
+
+
+def member_seed(seed: int, index: int) -> int:
+    """The seed of a suite member's own draws in an iteration seeded by ``seed``."""
+    return int(np.random.default_rng([seed % (2**63), index]).integers(2**62))
+
+
+class MultiEnvSuite:
+    """Several environments in one run (``envs:``): one :class:`EnvSuite` per env (its
+    :attr:`members`, by name), the same interface as one.
+
+    Training: each of an iteration's ``games_per_iteration`` groups plays in one env, drawn
+    by weight (:func:`draw_group_envs`, seeded by the iteration: a resumed run draws the same
+    envs with no state of its own to checkpoint); an env's groups play together, its group
+    ids are prefixed with its name (``twc/g123``) and its trajectories carry
+    ``meta["env"]``. Evaluation: each env plays its own split (``splits``) and episodes
+    (``eval_episodes``); the result pools every episode (``success_rate`` over all of them,
+    ``episode_seeds`` as ``"NAME:SEED"``) and adds ``macro_success_rate`` (the mean of the
+    envs' rates) and ``per_env`` (each env's own result). An episode limit of the time plan
+    is shared between the envs in proportion to their episodes.
+    """
+
+    def __init__(self, entries: Sequence[Any], expert: bool = False, workers: Any = None
+                 ) -> None:
+        self.entries = list(entries)
+        self.members: dict[str, EnvSuite] = {
+            e.name: EnvSuite(e, expert=expert, workers=workers, name=e.name)
+            for e in self.entries}
+        first = self.entries[0]
+        self.cfg = first       # the iteration's shape (equal in every entry)
+        self.expert = expert
+        self._limit: int | None = None
+        self._wanted: dict[str, int] | None = None   # each env's episodes, while evaluating
+        self._progress: Callable[[str, int, int, dict[str, Any]], None] | None = None
+        self._pool: Any = None
+
+    def member(self, name: str) -> EnvSuite:
+        return self.members[name]
+
+    # ---- settings the trainer makes -------------------------------------------------------
+    @property
+    def setup_s(self) -> float:
+        return sum(m.setup_s for m in self.members.values())
+
+    @property
+    def pool(self) -> Any:
+        return self._pool
+
+    @pool.setter
+    def pool(self, pool: Any) -> None:
+        self._pool = pool
+        for m in self.members.values():
+            m.pool = pool
+
+    @property
+    def progress(self) -> Callable[[str, int, int, dict[str, Any]], None] | None:
+        return self._progress
+
+    @progress.setter
+    def progress(self, fn: Callable[[str, int, int, dict[str, Any]], None] | None) -> None:
+        self._progress = fn
+
+    @property
+    def episode_limit(self) -> int | None:
+        return self._limit
+
+    @episode_limit.setter
+    def episode_limit(self, n: int | None) -> None:
+        """The plan may set it in the middle of an evaluation (after its first episodes):
+        the envs still to play, and the one playing, get their share at once."""
+        self._limit = n
+        if self._wanted is not None:
+            for name, limit in self._member_limits(self._wanted).items():
+                self.members[name].episode_limit = limit
+
+    # ---- tasks and fingerprints -----------------------------------------------------------
+    def fingerprints(self) -> dict[str, str]:
+        return {f"{name}/{split}": fp for name, m in self.members.items()
+                for split, fp in m.fingerprints().items()}
+
+    def _episodes(self, split: str, episodes: int | None) -> dict[str, int]:
+        """Each env's evaluation episodes of the run's ``split``."""
+        return {e.name: len(self.members[e.name].eval_seeds(
+                    e.split(split), episodes if e.eval_episodes is None else e.eval_episodes))
+                for e in self.entries}
+
+    def eval_seeds(self, split: str, episodes: int | None) -> list[str]:
+        """Every evaluation episode of ``split``, as ``"NAME:SEED"``, env after env."""
+        return [f"{e.name}:{s}" for e in self.entries
+                for s in self.members[e.name].eval_seeds(
+                    e.split(split), episodes if e.eval_episodes is None else e.eval_episodes)]
+
+    def split_fingerprint(self, split: str) -> str | None:
+        parts = [self.members[e.name].split_fingerprint(e.split(split)) for e in self.entries]
+        if any(p is None for p in parts):
+            return None
+        import hashlib
+
+        blob = "|".join(f"{e.name}={p}" for e, p in zip(self.entries, parts))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    # ---- training -------------------------------------------------------------------------
+    def play_groups(self, collect: Callable, agent: Any, seed: int
+                    ) -> tuple[list[Any], Any]:
+        """One iteration: the groups drawn by weight, each env's played together."""
+        picks = draw_group_envs([e.weight for e in self.entries],
+                                self.cfg.games_per_iteration, seed)
+        trajs: list[Any] = []
+        stats = None
+        for i, e in enumerate(self.entries):
+            groups = picks.count(i)
+            if groups == 0:
+                continue
+            m = self.members[e.name]
+            s = member_seed(seed, i)
+            vec, reset_seeds = m.train_batch(s, groups=groups)
+            part, st = collect(agent, vec, reset_seeds, e.group_size, e.max_episode_steps, s)
+            for t in part:
+                t.group_id = f"{e.name}/{t.group_id}"
+                t.meta["env"] = e.name
+            trajs += part
+            stats = st if stats is None else stats.merge(st)
+        return trajs, stats
+
+    def expert_shares(self, episodes: int) -> dict[str, int]:
+        """The warm start's ``episodes`` shared by weight among the envs that have an
+        expert (an ``expert`` constructor option); the others get none."""
+        with_expert = [e for e in self.entries if "expert" in env_params(e.id)]
+        counts = apportion(episodes, [e.weight for e in with_expert]) if with_expert else []
+        shares = {e.name: 0 for e in self.entries}
+        shares.update({e.name: n for e, n in zip(with_expert, counts)})
+        return shares
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def evaluate(self, agent: Any, split: str, episodes: int | None, collect: Callable,
+                 model: Any = None, batch: int = 8, remote: str | None = None
+                 ) -> dict[str, Any]:
+        """Every env plays its episodes of ``split`` (:meth:`EnvSuite.evaluate`); the
+        pooled result with ``macro_success_rate`` and ``per_env`` (class doc)."""
+        from deciplane.engine.episodes import episodes_of, summarize_episodes
+
+        self._wanted = wanted = self._episodes(split, episodes)
+        per_env: dict[str, dict[str, Any]] = {}
+        done_before = 0
+        try:
+            for name, limit in self._member_limits(wanted).items():
+                self.members[name].episode_limit = limit
+            for e in self.entries:
+                m = self.members[e.name]
+
+                def report(phase: str, done: int, _total: int, metrics: dict[str, Any],
+                           offset: int = done_before) -> None:
+                    if self._progress is not None:
+                        total = sum(self._member_limits(wanted).values())
+                        self._progress(phase, offset + done, total, metrics)
+
+                m.progress = report
+                per_env[e.name] = m.evaluate(
+                    agent, e.split(split),
+                    episodes if e.eval_episodes is None else e.eval_episodes,
+                    collect, model=model, batch=batch, remote=remote)
+                done_before += per_env[e.name]["episodes"]
+        finally:
+            self._wanted = None
+            for m in self.members.values():
+                m.progress, m.episode_limit = None, None
+        seeds = [f"{name}:{s}" for name, r in per_env.items() for s in r["episode_seeds"]]
+        eps = [ep for r in per_env.values() for ep in episodes_of(r)]
+        out = summarize_episodes(seeds, eps, self.split_fingerprint(split))
+        out["macro_success_rate"] = macro_average([r["success_rate"] for r in per_env.values()])
+        out["per_env"] = per_env
+        return out
+
+    def _member_limits(self, wanted: dict[str, int]) -> dict[str, int]:
+        """Each env's episodes under the plan's limit (a total over the suite), in
+        proportion to what each asked for, at least one each."""
+        total = sum(wanted.values())
+        if self._limit is None or self._limit >= total:
+            return dict(wanted)
+        cut = apportion(max(self._limit, len(wanted)), list(wanted.values()))
+        return {name: max(1, min(n, c)) for (name, n), c in zip(wanted.items(), cut)}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self.pool = None
+        for m in self.members.values():
+            m.close()
+
+
+def per_env_rollout_metrics(trajs: Sequence[Any]) -> dict[str, float]:
+    """``rollout/ENV/episodes`` and ``rollout/ENV/success`` of a suite's iteration (from
+    each trajectory's ``meta["env"]``); empty for one env."""
+    by_env: dict[str, list[bool]] = {}
+    for t in trajs:
+        if "env" in t.meta:
+            by_env.setdefault(t.meta["env"], []).append(bool(t.won))
+    out: dict[str, float] = {}
+    for env, won in by_env.items():
+        out[f"rollout/{env}/episodes"] = float(len(won))
+        out[f"rollout/{env}/success"] = sum(won) / len(won)
+    return out
+
+
+def warm_start_envs(suite: Any, trajs: Sequence[Any]) -> dict[str, Any]:
+    """What a suite's warm start drew from each env: ``per_env_episodes`` and the envs
+    with no expert (``no_expert``); empty for one env."""
+    if not isinstance(suite, MultiEnvSuite):
+        return {}
+    counts = {name: 0 for name in suite.members}
+    for t in trajs:
+        counts[t.meta["env"]] += 1
+    none = [e.name for e in suite.entries if "expert" not in env_params(e.id)]
+    return {"per_env_episodes": counts, "no_expert": none}
+
+
+def check_env_ids(entries: Sequence[Any]) -> None:
+    """Every env id registered (``deciplane envs``), checked before any model loads."""
+    import deciplane.envs  # noqa: F401 - registers the built-in ids
+    from deciplane.errors import ConfigError
+
+    for e in entries:
+        try:
+            gym.spec(e.id)
+        except gym.error.Error as err:
+            raise ConfigError(f"env id {e.id!r} is not registered ({err}); `deciplane envs` "
+                              "lists the registered ones (a plug-in env registers on import "
+                              "or through its package's entry point)") from None
+
+
+def macro_average(rates: Sequence[float]) -> float:
+    """The mean of the envs' success rates (each env counts once, whatever its episodes)."""
+    return float(np.mean(rates)) if len(rates) else 0.0
+
+
+def make_suite(config: Any, expert: bool = False, workers: Any = None
+               ) -> EnvSuite | MultiEnvSuite:
+    """The env suite of a training config: :class:`EnvSuite` for its one ``env:`` section,
+    :class:`MultiEnvSuite` for ``envs:``."""
+    if getattr(config, "envs", None):
+        return MultiEnvSuite(config.envs, expert=expert, workers=workers)
+    return EnvSuite(config.env, expert=expert, workers=workers)
 
 
 __getattr__ = renamed_names(__name__)   # the wrappers, in deciplane.envs.wrappers since 0.3

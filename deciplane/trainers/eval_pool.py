@@ -184,13 +184,14 @@ class EvalPool:
         for conn in self._conns:
             self._call(conn, "weights", state)
 
-    def runners(self, kind: str, split: str, seeds: Sequence[int]
+    def runners(self, kind: str, split: str, seeds: Sequence[int], env: str | None = None
                 ) -> list[Callable[[int, int], Any]]:
         """One runner per helper for :func:`share_batches`: plays ``seeds[start:stop]``
-        with the helper's ``kind`` agent (``Algorithm.eval_spec``)."""
+        with the helper's ``kind`` agent (``Algorithm.eval_spec``), in the suite's env
+        ``env`` (its name; None: the run's one env)."""
         def runner(conn: Any) -> Callable[[int, int], Any]:
             def run(start: int, stop: int) -> Any:
-                out = self._call(conn, "batch", kind, split, list(seeds[start:stop]))
+                out = self._call(conn, "batch", kind, split, list(seeds[start:stop]), env)
                 self.batches_played += 1
                 return out
             return run
@@ -212,8 +213,8 @@ class EvalPool:
 
 
 def serve_requests(conn: Any, policy: Any, algo: Any) -> None:
-    """A helper's loop: answer ``("weights", state)``, ``("batch", kind, split, seeds)``
-    and ``("close",)`` from the parent with ``algo`` (built with one thread)."""
+    """A helper's loop: answer ``("weights", state)``, ``("batch", kind, split, seeds,
+    env)`` and ``("close",)`` from the parent with ``algo`` (built with one thread)."""
     try:
         while True:
             msg = conn.recv()
@@ -224,9 +225,10 @@ def serve_requests(conn: Any, policy: Any, algo: Any) -> None:
                     load_trainable_state(policy.model, msg[1])
                     conn.send(("ok",))
                 elif msg[0] == "batch":
-                    _, kind, split, seeds = msg
+                    _, kind, split, seeds, env = msg
                     agent, collect = algo.eval_spec(kind)
-                    conn.send(("ok", algo.suite.play_batch(agent, split, seeds, collect)))
+                    suite = algo.suite if env is None else algo.suite.member(env)
+                    conn.send(("ok", suite.play_batch(agent, split, seeds, collect)))
                 else:
                     conn.send(("error", f"unknown request {msg[0]!r}"))
             except BaseException:  # noqa: BLE001 - reported to the parent, which raises

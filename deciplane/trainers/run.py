@@ -26,7 +26,9 @@ from deciplane.errors import CheckpointError, ConfigError
 from deciplane.engine import checkpoint as ckpt
 from deciplane.methods import MethodTable, get, load_config_class, load_target
 from deciplane.trainers.algorithm import Algorithm
-from deciplane.trainers.config import TrainConfig, check_eval_workers, load_config, to_dict
+from deciplane.trainers.config import (EnvConfig, TrainConfig, check_eval_workers, env_entries,
+                                       load_config, to_dict)
+from deciplane.trainers.env_suite import check_env_ids
 from deciplane.trainers.eval_pool import serve_requests, start_eval_pool
 from deciplane.trainers.trainer import Trainer
 from deciplane.utils import flatten_dict, resolve_device, seed_everything
@@ -163,7 +165,10 @@ def run_training(config: TrainConfig | str | Path, run_dir: str | Path | None = 
                                   f"({', '.join(diff[:5])}); resume with {saved} or start a new "
                                   f"--run-dir (only {', '.join(sorted(RESUMABLE_CHANGES))} may "
                                   "change on resume)")
-    # a GPU this machine lacks: a ConfigError now, not a traceback after the model load
+    # a GPU this machine lacks, an env id nobody registered: a ConfigError now, not a
+    # traceback after the model load
+    if isinstance(getattr(config, "env", None), EnvConfig):
+        check_env_ids(env_entries(config))
     device = resolve_device(distributed.local_device(config.model.device))
     check_eval_workers(config.eval.workers, device.type)    # auto may have chosen the GPU
     if run_dir is None:

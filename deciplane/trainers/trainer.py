@@ -39,7 +39,7 @@ import torch
 
 from deciplane._moved import renamed_names
 from deciplane.engine import distributed
-from deciplane.engine.compare import paired_comparisons
+from deciplane.engine.compare import paired_comparisons, per_env_comparisons
 from deciplane.engine.loop import COMPLETED, StepResult, run_steps
 from deciplane.engine.optim import Optimizer, combine_gradients, minibatches, optimizer_step
 from deciplane.engine.plan import (PLAN_AFTER_EPISODES, continue_epochs, decision_cost_summary,
@@ -486,13 +486,10 @@ class Trainer:
                     ev = self.algo.evaluate(cfg.eval.during_split)
             finally:
                 self._set_eval_limit(limit)
-            metrics.update({f"eval/{cfg.eval.during_split}/{k}": v for k, v in ev.items()
-                            if isinstance(v, (int, float))})
+            metrics.update(_eval_metrics({cfg.eval.during_split: ev}))
             self.extra.setdefault("during", []).append(
                 {"iteration": it + 1, "env_steps": self.counters.env_steps,
-                 "split": cfg.eval.during_split,
-                 **{k: ev[k] for k in ("success_rate", "success_ci95", "episodes", "mean_return")
-                    if k in ev}})
+                 "split": cfg.eval.during_split, **_during_record(ev)})
         self.counters.iteration = it + 1
         self._count_time()
         metrics["time/wall_s"] = self.counters.wall_time_s
@@ -544,6 +541,10 @@ class Trainer:
 
     def _summary(self, final: dict[str, dict[str, float]], status: str) -> dict[str, Any]:
         c = self.counters
+        stages = {"zero_shot_labels": self.extra.get("zero_shot_labels") or {},
+                  "zero_shot": self.extra.get("before") or {},
+                  "warm_start_only": self.extra.get("after_warm_start") or {},
+                  "final": final}
         return {
             "config": to_dict(self.config),
             "algorithm": self.config.algorithm,
@@ -572,12 +573,9 @@ class Trainer:
             **({"step_group_share": self.extra["step_group_share"]}
                if self.extra.get("step_group_share") else {}),
             "eval": final,
-            "comparisons": paired_comparisons({"zero_shot_labels": self.extra.get(
-                                                   "zero_shot_labels") or {},
-                                               "zero_shot": self.extra.get("before") or {},
-                                               "warm_start_only": self.extra.get(
-                                                   "after_warm_start") or {},
-                                               "final": final}),
+            "comparisons": paired_comparisons(stages),
+            **({"comparisons_per_env": per_env} if (per_env := per_env_comparisons(stages))
+               else {}),
             "plan": self.extra.get("plan"),
             "time": time_breakdown(self.phases, c.wall_time_s),
             **({"decision_cost": decision_cost_summary(self.extra["decision_cost"],
@@ -602,8 +600,29 @@ def _precision(policy: Any) -> dict[str, Any]:
 
 
 def _eval_metrics(evals: dict[str, dict[str, Any]]) -> dict[str, float]:
-    return {f"eval/{s}/{k}": v for s, m in evals.items() for k, v in m.items()
-            if isinstance(v, (int, float))}
+    """``eval/SPLIT/NAME`` of every number of each split's result; a suite's envs as
+    ``eval/SPLIT/ENV/NAME``."""
+    out = {}
+    for split, m in evals.items():
+        out.update({f"eval/{split}/{k}": v for k, v in m.items() if isinstance(v, (int, float))})
+        for env, r in m.get("per_env", {}).items():
+            out.update({f"eval/{split}/{env}/{k}": v for k, v in r.items()
+                        if isinstance(v, (int, float))})
+    return out
+
+
+DURING_KEYS = ("success_rate", "success_ci95", "episodes", "mean_return")
+
+
+def _during_record(ev: dict[str, Any]) -> dict[str, Any]:
+    """What summary.json ``during`` keeps of an evaluation during training (a suite's
+    macro average and each env's too)."""
+    out = {k: ev[k] for k in DURING_KEYS if k in ev}
+    if "per_env" in ev:
+        out["macro_success_rate"] = ev["macro_success_rate"]
+        out["per_env"] = {env: {k: r[k] for k in DURING_KEYS if k in r}
+                          for env, r in ev["per_env"].items()}
+    return out
 
 
 def _fmt(m: dict[str, Any]) -> str:
@@ -611,7 +630,10 @@ def _fmt(m: dict[str, Any]) -> str:
     for k, v in m.items():
         if k.startswith("episode_"):     # per-episode lists: in summary.json, not the log
             continue
-        if k == "success_ci95" and isinstance(v, (list, tuple)):
+        if k == "per_env":               # a suite: each env's wins, the rest in summary.json
+            parts.append("per env: " + ", ".join(f"{env} {r['won']}/{r['episodes']}"
+                                                 for env, r in v.items()))
+        elif k == "success_ci95" and isinstance(v, (list, tuple)):
             parts.append(f"ci95=[{v[0]:.3f}, {v[1]:.3f}]")
         else:
             parts.append(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}")

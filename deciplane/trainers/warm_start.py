@@ -17,7 +17,7 @@ import torch
 from deciplane.engine.logprobs import forward_responses
 from deciplane.engine.optim import MicroLoss, Normaliser, Optimizer, chunks, optimizer_step
 from deciplane.objectives.distill import token_nll
-from deciplane.trainers.env_suite import EnvSuite
+from deciplane.trainers.env_suite import EnvSuite, MultiEnvSuite, member_seed
 from deciplane.engine.episodes import collect_expert_episodes
 from deciplane.types import Trajectory
 
@@ -57,12 +57,20 @@ def text_bc_loss(policy: Any, prompt_ids: list[torch.Tensor], target_ids: list[t
     return token_nll(fwd.logp, fwd.mask)
 
 
-def collect_bc_episodes(suite: EnvSuite, agent: Any, episodes: int, max_steps: int, seed: int,
-                        noise: float = 0.0) -> tuple[list[Trajectory], Any]:
+def collect_bc_episodes(suite: EnvSuite | MultiEnvSuite, agent: Any, episodes: int,
+                        max_steps: int, seed: int, noise: float = 0.0
+                        ) -> tuple[list[Trajectory], Any]:
     """``episodes`` expert-played training episodes (``collect_expert_episodes``), drawn in
     chunks of the rollout vector env's size; each turn's ``decision`` is what ``agent``
     returned in that state, ``action`` the command played (the expert's, unless ``noise``
-    played a random one: the label is then ``expert_index``). Returns ``(trajs, stats)``."""
+    played a random one: the label is then ``expert_index``). Returns ``(trajs, stats)``.
+
+    A suite shares the episodes by weight among its envs with an expert
+    (:meth:`MultiEnvSuite.expert_shares`), each at its own step cap (``max_steps`` is
+    then unused), and interleaves them (the first episode of every env, then the second
+    ...), so that a held-out tail of the list holds every env."""
+    if isinstance(suite, MultiEnvSuite):
+        return _collect_suite_bc(suite, agent, episodes, seed, noise)
     trajs: list[Trajectory] = []
     stats = None
     while len(trajs) < episodes:
@@ -72,6 +80,25 @@ def collect_bc_episodes(suite: EnvSuite, agent: Any, episodes: int, max_steps: i
                                                noise=noise)
         trajs += part[:episodes - len(trajs)]
         stats = st if stats is None else stats.merge(st)
+    return trajs, stats
+
+
+def _collect_suite_bc(suite: MultiEnvSuite, agent: Any, episodes: int, seed: int,
+                      noise: float) -> tuple[list[Trajectory], Any]:
+    per_env: list[list[Trajectory]] = []
+    stats = None
+    for i, (name, n) in enumerate(suite.expert_shares(episodes).items()):
+        if n == 0:
+            continue
+        member = suite.member(name)
+        part, st = collect_bc_episodes(member, agent, n, member.cfg.max_episode_steps,
+                                       member_seed(seed, i), noise=noise)
+        for t in part:
+            t.meta["env"] = name
+        per_env.append(part)
+        stats = st if stats is None else stats.merge(st)
+    longest = max((len(p) for p in per_env), default=0)
+    trajs = [p[k] for k in range(longest) for p in per_env if k < len(p)]
     return trajs, stats
 
 

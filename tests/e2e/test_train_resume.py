@@ -114,3 +114,71 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["iterations"] == 2 and summary["config"]["iterations"] == 2
+
+
+SUITE = """
+algorithm: rlid_ppo
+seed: 5
+iterations: 3
+progress: false
+history: 0
+readout: items
+readout_layer: 1
+model: {name: deciplane/tiny, finetune: head, threads: 1}
+env: {games_per_iteration: 2, group_size: 2, max_episode_steps: 4}
+envs:
+  - id: deciplane/TextWorldExpress-v0
+    kwargs: {game: twc, game_params: {numLocations: 1, numItemsToPutAway: 1}}
+  - id: deciplane/TextWorldExpress-v0
+    kwargs: {game: coin, game_params: {numLocations: 2}}
+    weight: 2
+    eval_episodes: 3
+bc: {episodes: 3, epochs: 1}
+optim: {lr: 0.01, epochs: 2, micro_batch_size: 4}
+eval: {every: 2, during_split: test, final_splits: [test], episodes: 2, cache_baselines: false}
+checkpoint: {every: 1, keep_last: 2}
+"""
+
+
+@pytest.mark.slow
+def test_a_suite_run_sigkilled_and_resumed_matches_uninterrupted(tmp_path):
+    """Two TextWorld-Express games in one run: killed after iteration 1 and resumed, it
+    logs the uninterrupted run's metrics (the envs drawn per iteration included) and ends
+    with the same per-env results; the report has a row per env."""
+    cfg = tmp_path / "suite.yaml"
+    cfg.write_text(SUITE)
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    subprocess.run(_cli("train", str(cfg), "--run-dir", str(full)), check=True, env=_env(),
+                   cwd=tmp_path, timeout=600, capture_output=True)
+    proc = subprocess.Popen(_cli("train", str(cfg), "--run-dir", str(killed)), env=_env(),
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = killed / "checkpoints" / "iter_000001"
+    deadline = time.time() + 600
+    while not target.is_dir() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    out = subprocess.run(_cli("train", "--run-dir", str(killed), "--resume"), env=_env(),
+                         cwd=tmp_path, timeout=600, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+    a, b = _metrics(full), _metrics(killed)
+    assert a == b
+    drawn = {k.split("/")[1] for r in a for k in r if k.startswith("rollout/")
+             and k.endswith("/episodes") and k.count("/") == 2}
+    assert drawn == {"twc", "coin"}
+    sa = json.loads((full / "summary.json").read_text())
+    sb = json.loads((killed / "summary.json").read_text())
+    assert sa["eval"] == sb["eval"]
+    per_env = sa["eval"]["test"]["per_env"]
+    assert per_env["twc"]["episodes"] == 2 and per_env["coin"]["episodes"] == 3
+    assert sa["comparisons_per_env"]["coin"]["test"]["final - zero_shot"]["n"] == 3
+
+    rep = subprocess.run(_cli("report", str(killed)), env=_env(), cwd=tmp_path, timeout=300,
+                         capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    text = (killed / "report.md").read_text()
+    assert "| test/twc | RL (final) | 2 |" in text and "| test/coin | expert | 3 |" in text
+    assert "| test | RL (final) |" in text            # the macro table
+    assert (killed / "learning_curve_per_env.png").stat().st_size > 2000

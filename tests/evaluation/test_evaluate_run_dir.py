@@ -181,6 +181,8 @@ def test_errors_say_what_to_do(env_run, tmp_path):
     assert res.exit_code == 2 and "not a benchmark run" in res.text
     res = _cli(run, "--agent", "random")
     assert res.exit_code == 2 and "cannot be combined with RUN_DIR" in res.text
+    res = _cli(run, "--env", "coin")      # names an env of a suite run only
+    assert res.exit_code == 2 and "names an env of a suite run" in res.text
     res = _cli("--benchmark", "arith")
     assert res.exit_code == 2 and "RUN_DIR" in res.text
 
