@@ -152,10 +152,17 @@ def run_one(out: Path, cell: str, seed: int, overrides: list[str],
 
     run_dir = out / cell / f"seed{seed}"
     config = out / cell / f"seed{seed}.yaml"
-    resume = run_state(run_dir) == "partial"
-    if not resume:
+    if run_state(run_dir) != "partial":
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(dump_yaml(load_config(BASE_CONFIG, overrides)))
+    return run_session(run_dir, config, runner)
+
+
+def run_session(run_dir: Path, config: Path,
+                runner: Callable[[list[str]], int] = subprocess_runner) -> int:
+    """Train ``run_dir`` from ``config`` (resume it if started); appends the session's wall
+    and CPU seconds to its ``bench_sessions.jsonl``. Returns the command's exit code."""
+    resume = run_state(run_dir) == "partial"
     cmd = train_command(config, run_dir, resume)
     print(("resume  " if resume else "train   ") + shlex.join(cmd), flush=True)
     t0, c0 = time.time(), children_cpu_s()

@@ -163,6 +163,63 @@ def capture_layer_input(model: nn.Module, layer: int | None, *, detach: bool = T
         handle.remove()
 
 
+class ChosenTokenLogprobs:
+    """The log-probs of the tokens ``generate`` emits, kept one step at a time: the next
+    token's logits of the last forward (``(B, V)``) are held until the following forward
+    shows which token was chosen (its ``input_ids``), then reduced to that token's
+    ``log_softmax(logits / temperature)``. Memory: two ``(B, V)`` rows instead of every
+    step's logits (``output_logits=True`` kept ``(B, R, V)`` on the device and again on the
+    host: 32 samples x 1,024 tokens x 151,936 ids ~ 20 GB for Qwen2.5's vocabulary)."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.pending: torch.Tensor | None = None     # (B, V) logits of the next token
+        self.steps: list[torch.Tensor] = []          # (B,) log-prob per emitted token
+
+    def _reduce(self, tokens: torch.Tensor) -> None:
+        assert self.pending is not None
+        logits = self.pending.float() / self.temperature
+        tok = tokens.to(logits.device).long().unsqueeze(-1)
+        self.steps.append(torch.log_softmax(logits, dim=-1).gather(-1, tok).squeeze(-1).cpu())
+        self.pending = None
+
+    def before_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if self.pending is not None and ids is not None:  # a decode step feeds the choice
+            self._reduce(ids[:, -1])
+
+    def after_forward(self, module: nn.Module, args: tuple, kwargs: dict, output) -> None:
+        self.pending = output.logits[:, -1, :].detach()
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """``(B, R)`` log-probs, the last emitted token (never fed back) included."""
+        if self.pending is not None:
+            self._reduce(last_tokens)
+        return torch.stack(self.steps, dim=1)
+
+
+@contextlib.contextmanager
+def chosen_token_logprobs(model: nn.Module, temperature: float
+                          ) -> Iterator[ChosenTokenLogprobs]:
+    """While active, ``model``'s forwards (those of ``generate``) feed a
+    :class:`ChosenTokenLogprobs`; hooked on the causal LM whose forward ``generate`` runs:
+    under PEFT its base model (``PeftModel.generate`` calls that one's forward), for a
+    stand-in that generates with another model (TASCO's prefix model) the module its
+    ``generation_forward_module()`` names."""
+    if hasattr(model, "generation_forward_module"):
+        base = model.generation_forward_module()
+    else:
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    rec = ChosenTokenLogprobs(temperature)
+    pre = base.register_forward_pre_hook(rec.before_forward, with_kwargs=True)
+    post = base.register_forward_hook(rec.after_forward, with_kwargs=True)
+    try:
+        yield rec
+    finally:
+        pre.remove()
+        post.remove()
+
+
 @contextlib.contextmanager
 def capture_hidden(model: nn.Module, layer: int | None, *, detach: bool = True
                    ) -> Iterator[list[torch.Tensor] | None]:
@@ -340,8 +397,7 @@ class Policy:
         width = ids.shape[1]
         stop_ids, stop_strings = self._split_stops(stop)
         kwargs = dict(max_new_tokens=max_new_tokens, do_sample=do_sample,
-                      num_return_sequences=num_return_sequences,
-                      output_logits=True, return_dict_in_generate=True,
+                      num_return_sequences=num_return_sequences, return_dict_in_generate=True,
                       pad_token_id=self.tokenizer.pad_token_id,
                       eos_token_id=sorted(set(self.eos_token_ids) | set(stop_ids)))
         if do_sample:
@@ -357,14 +413,17 @@ class Policy:
             with torch.random.fork_rng(devices=self._rng_devices()):
                 if seed is not None:
                     torch.manual_seed(seed)
-                with capture_layer_input(model, keep_layer) as cap:
+                with capture_layer_input(model, keep_layer) as cap, \
+                        chosen_token_logprobs(model, temperature) as chosen:
                     out = model.generate(input_ids=ids.to(self.device),
                                          attention_mask=mask.to(self.device), **kwargs)
         finally:
             model.train(was_training)
         seqs = out.sequences[:, width:].cpu()                                  # (B*n, R)
-        logits = torch.stack(out.logits, dim=1).float().cpu() / temperature    # (B*n, R, V)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+        logp = chosen.finish(seqs[:, -1])                                      # (B*n, R)
+        if logp.shape != seqs.shape:
+            raise RuntimeError(f"generate ran {logp.shape[1]} decode steps for "
+                               f"{seqs.shape[1]} new tokens")
         ends = self._response_lengths(seqs, stop_strings, extra_eos=stop_ids)
         hidden = torch.cat(cap, dim=1).cpu() if cap else None            # (B*n, W + s, H)
         gens = []

@@ -171,6 +171,11 @@ class PrefixGenerator(nn.Module):
     def generation_config(self):
         return self._owner[0].base.generation_config
 
+    def generation_forward_module(self) -> nn.Module:
+        """The model whose forward :meth:`generate` runs (``Policy.generate`` reads the
+        emitted tokens' log-probs from its forwards)."""
+        return self._owner[0].base
+
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  num_return_sequences: int = 1, **kwargs):

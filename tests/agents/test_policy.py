@@ -37,6 +37,38 @@ def test_generate_order_seed_and_logprobs_match_rescoring(tiny):
         tiny.generate(prompts, max_new_tokens=2, temperature=0)
 
 
+@pytest.mark.parametrize("lora", [False, True], ids=["plain", "peft"])
+def test_generate_keeps_only_the_chosen_tokens_logprobs_bitwise_as_full_logits(tiny,
+                                                                              fresh_tiny, lora):
+    """The streamed log-probs (two (B, V) rows held at a time) equal, bit for bit, what the
+    full per-step logits of ``output_logits=True`` give: the same log_softmax(logits / T)
+    at the emitted tokens, eos-padded rows and a stop at max_new_tokens included."""
+    from deciplane.agents.policy import left_pad
+
+    policy = fresh_tiny if lora else tiny
+    if lora:
+        policy.add_lora(r=4, alpha=8)
+    prompts = [policy.format_prompt("you are in the kitchen"), policy.format_prompt("go")]
+    temperature = 0.7
+    gens = policy.generate(prompts, max_new_tokens=7, temperature=temperature,
+                           num_return_sequences=2, seed=5)
+    ids, mask = left_pad([policy.tokenize(p) for p in prompts], policy.tokenizer.pad_token_id)
+    torch.manual_seed(5)
+    out = policy.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=7,
+                                do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+                                num_return_sequences=2, output_logits=True,
+                                return_dict_in_generate=True,
+                                pad_token_id=policy.tokenizer.pad_token_id,
+                                eos_token_id=sorted(set(policy.eos_token_ids)))
+    seqs = out.sequences[:, ids.shape[1]:]
+    logits = torch.stack(out.logits, dim=1).float() / temperature
+    want = torch.log_softmax(logits, dim=-1).gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+    for row, g in enumerate(gens):
+        n = len(g.response_ids)
+        assert torch.equal(g.response_ids, seqs[row, :n])
+        assert torch.equal(g.response_logprobs, want[row, :n])
+
+
 def test_responses_end_at_eos_or_stop(tiny):
     eos = tiny.tokenizer.eos_token_id
     seqs = torch.tensor([[5, 6, eos, 9, 9], [5, 6, 7, 8, 9]])
