@@ -44,7 +44,7 @@ def build_model(folder: Path) -> None:
     tok = load_policy("deciplane/smollm2-135m-instruct").tokenizer
     cfg = Qwen2Config(**QWEN25_05B, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                       pad_token_id=tok.pad_token_id)
-    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
