@@ -58,7 +58,7 @@ def text_bc_loss(policy: Any, prompt_ids: list[torch.Tensor], target_ids: list[t
 
 
 def collect_bc_episodes(suite: EnvSuite | MultiEnvSuite, agent: Any, episodes: int,
-                        max_steps: int, seed: int, noise: float = 0.0
+                        max_steps: int, seed: int, noise: float = 0.0, exact: bool = False
                         ) -> tuple[list[Trajectory], Any]:
     """``episodes`` expert-played training episodes (``collect_expert_episodes``), drawn in
     chunks of the rollout vector env's size; each turn's ``decision`` is what ``agent``
@@ -68,13 +68,17 @@ def collect_bc_episodes(suite: EnvSuite | MultiEnvSuite, agent: Any, episodes: i
     A suite shares the episodes by weight among its envs with an expert
     (:meth:`MultiEnvSuite.expert_shares`), each at its own step cap (``max_steps`` is
     then unused), and interleaves them (the first episode of every env, then the second
-    ...), so that a held-out tail of the list holds every env."""
+    ...), so that a held-out tail of the list holds every env. ``exact``: the last chunk
+    plays only the episodes still wanted (a suite's shares are rarely a multiple of the
+    vector env's size; one env keeps playing whole chunks, as it always did)."""
     if isinstance(suite, MultiEnvSuite):
         return _collect_suite_bc(suite, agent, episodes, seed, noise)
     trajs: list[Trajectory] = []
     stats = None
     while len(trajs) < episodes:
         vec, seeds = suite.train_batch(seed + len(trajs), episodes="rollout")
+        if exact:
+            seeds = seeds[:episodes - len(trajs)]
         with torch.no_grad():
             part, st = collect_expert_episodes(agent, vec, seeds, max_steps, seed + len(trajs),
                                                noise=noise)
@@ -92,7 +96,7 @@ def _collect_suite_bc(suite: MultiEnvSuite, agent: Any, episodes: int, seed: int
             continue
         member = suite.member(name)
         part, st = collect_bc_episodes(member, agent, n, member.cfg.max_episode_steps,
-                                       member_seed(seed, i), noise=noise)
+                                       member_seed(seed, i), noise=noise, exact=True)
         for t in part:
             t.meta["env"] = name
         per_env.append(part)
