@@ -131,7 +131,8 @@ def check_env_suite(config: Any) -> None:
 
 
 SHAPE_FIELDS = ("games_per_iteration", "group_size")
-"""The iteration's shape: fields of the `env:` section that a suite entry may not set."""
+"""The iteration's shape: fields of the `env:` section that a suite entry may not set to
+another value."""
 
 
 def default_env_name(env_id: str, kwargs: dict[str, Any]) -> str:
