@@ -12,7 +12,9 @@ parameters.
 
 Float results depend on the CPU's instruction set and on torch's version, so the snapshot
 records the machine's fingerprint; comparing two snapshots is meaningful only where the
-fingerprints agree.
+fingerprints agree. One case can differ between two runs on one machine:
+``config:suite_twx.yaml``'s warm start plays a coin episode along TextWorld-Express's own
+gold path, which is not the same in every JVM (docs/training.md, suites).
 
     python tools/behaviour_snapshot.py --out tests/data/behaviour_snapshot.json
     python tools/behaviour_snapshot.py --compare tests/data/behaviour_snapshot.json

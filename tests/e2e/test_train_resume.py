@@ -133,7 +133,9 @@ envs:
     kwargs: {game: coin, game_params: {numLocations: 2}}
     weight: 2
     eval_episodes: 3
-bc: {episodes: 3, epochs: 1}
+bc: {episodes: 0}        # coin's own gold path differs between JVMs: the two runs compared
+                         # here are separate processes (the warm start's suite path is
+                         # tested in tests/trainers/test_env_suites.py)
 optim: {lr: 0.01, epochs: 2, micro_batch_size: 4}
 eval: {every: 2, during_split: test, final_splits: [test], episodes: 2, cache_baselines: false}
 checkpoint: {every: 1, keep_last: 2}
