@@ -85,11 +85,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         ax.set_title(f"{run_dir.name}: {name.replace('_', ' ')}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        path = run_dir / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        out.append(path)
+        out.append(_save_figure(fig, run_dir / f"{name}.png"))
     return out
 
 
@@ -171,11 +167,7 @@ def plot_learning_curve(run_dir: Path, records: list[dict[str, Any]]) -> Path | 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     _draw_curve(ax, roll, evals)
     ax.set_title(f"{run_dir.name}: learning curve")
-    fig.tight_layout()
-    path = run_dir / "learning_curve.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save_figure(fig, run_dir / "learning_curve.png")
 
 
 def plot_env_curves(run_dir: Path, records: list[dict[str, Any]]) -> Path | None:
@@ -201,8 +193,14 @@ def plot_env_curves(run_dir: Path, records: list[dict[str, Any]]) -> Path | None
     for ax in list(axes.flat)[len(envs):]:
         ax.set_visible(False)
     fig.suptitle(f"{run_dir.name}: learning curve per env")
+    return _save_figure(fig, run_dir / "learning_curve_per_env.png")
+
+
+def _save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write (110 dpi) and close ``fig``."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    path = run_dir / "learning_curve_per_env.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

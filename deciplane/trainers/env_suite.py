@@ -291,6 +291,11 @@ class EnvSuite:
 
 
 
+def has_expert(entry: Any) -> bool:
+    """Whether an env can be built with an expert (an ``expert`` constructor option)."""
+    return "expert" in env_params(entry.id)
+
+
 def draw_group_envs(weights: Sequence[float], groups: int, seed: int) -> list[int]:
     """The env (its index) of each of an iteration's ``groups`` groups, drawn independently
     with probability ``weight / sum(weights)`` from an RNG seeded by ``seed``."""
@@ -341,10 +346,10 @@ class MultiEnvSuite:
             for e in self.entries}
         first = self.entries[0]
         self.cfg = first       # the iteration's shape (equal in every entry)
-        self.expert = expert
         self._limit: int | None = None
         self._wanted: dict[str, int] | None = None   # each env's episodes, while evaluating
-        self._progress: Callable[[str, int, int, dict[str, Any]], None] | None = None
+        self.progress: Callable[[str, int, int, dict[str, Any]], None] | None = None
+        """Set by the trainer: called after every evaluation batch, counting over the suite."""
         self._pool: Any = None
 
     def member(self, name: str) -> EnvSuite:
@@ -366,14 +371,6 @@ class MultiEnvSuite:
             m.pool = pool
 
     @property
-    def progress(self) -> Callable[[str, int, int, dict[str, Any]], None] | None:
-        return self._progress
-
-    @progress.setter
-    def progress(self, fn: Callable[[str, int, int, dict[str, Any]], None] | None) -> None:
-        self._progress = fn
-
-    @property
     def episode_limit(self) -> int | None:
         return self._limit
 
@@ -391,17 +388,25 @@ class MultiEnvSuite:
         return {f"{name}/{split}": fp for name, m in self.members.items()
                 for split, fp in m.fingerprints().items()}
 
+    @staticmethod
+    def _env_episodes(entry: Any, episodes: int | None) -> int | None:
+        """An env's evaluation episodes: its own ``eval_episodes``, else the run's."""
+        return episodes if entry.eval_episodes is None else entry.eval_episodes
+
+    def _member_seeds(self, split: str, episodes: int | None) -> dict[str, list[int]]:
+        """Each env's evaluation reset seeds of the run's ``split``."""
+        return {e.name: self.members[e.name].eval_seeds(e.split(split),
+                                                        self._env_episodes(e, episodes))
+                for e in self.entries}
+
     def _episodes(self, split: str, episodes: int | None) -> dict[str, int]:
         """Each env's evaluation episodes of the run's ``split``."""
-        return {e.name: len(self.members[e.name].eval_seeds(
-                    e.split(split), episodes if e.eval_episodes is None else e.eval_episodes))
-                for e in self.entries}
+        return {name: len(s) for name, s in self._member_seeds(split, episodes).items()}
 
     def eval_seeds(self, split: str, episodes: int | None) -> list[str]:
         """Every evaluation episode of ``split``, as ``"NAME:SEED"``, env after env."""
-        return [f"{e.name}:{s}" for e in self.entries
-                for s in self.members[e.name].eval_seeds(
-                    e.split(split), episodes if e.eval_episodes is None else e.eval_episodes)]
+        return [f"{name}:{s}" for name, seeds in self._member_seeds(split, episodes).items()
+                for s in seeds]
 
     def split_fingerprint(self, split: str) -> str | None:
         parts = [self.members[e.name].split_fingerprint(e.split(split)) for e in self.entries]
@@ -438,7 +443,7 @@ class MultiEnvSuite:
     def expert_shares(self, episodes: int) -> dict[str, int]:
         """The warm start's ``episodes`` shared by weight among the envs that have an
         expert (an ``expert`` constructor option); the others get none."""
-        with_expert = [e for e in self.entries if "expert" in env_params(e.id)]
+        with_expert = [e for e in self.entries if has_expert(e)]
         counts = apportion(episodes, [e.weight for e in with_expert]) if with_expert else []
         shares = {e.name: 0 for e in self.entries}
         shares.update({e.name: n for e, n in zip(with_expert, counts)})
@@ -463,14 +468,14 @@ class MultiEnvSuite:
 
                 def report(phase: str, done: int, _total: int, metrics: dict[str, Any],
                            offset: int = done_before) -> None:
-                    if self._progress is not None:
+                    if self.progress is not None:
                         total = sum(self._member_limits(wanted).values())
-                        self._progress(phase, offset + done, total, metrics)
+                        self.progress(phase, offset + done, total, metrics)
 
                 m.progress = report
                 per_env[e.name] = m.evaluate(
                     agent, e.split(split),
-                    episodes if e.eval_episodes is None else e.eval_episodes,
+                    self._env_episodes(e, episodes),
                     collect, model=model, batch=batch, remote=remote)
                 done_before += per_env[e.name]["episodes"]
         finally:
@@ -523,7 +528,7 @@ def warm_start_envs(suite: Any, trajs: Sequence[Any]) -> dict[str, Any]:
     counts = {name: 0 for name in suite.members}
     for t in trajs:
         counts[t.meta["env"]] += 1
-    none = [e.name for e in suite.entries if "expert" not in env_params(e.id)]
+    none = [e.name for e in suite.entries if not has_expert(e)]
     return {"per_env_episodes": counts, "no_expert": none}
 
 
